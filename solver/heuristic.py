@@ -1,0 +1,259 @@
+"""The Zero Bubble automatic heuristic (Qi et al. 2024, section 3.1), with a search over
+its knobs.
+
+One build is the paper's recipe for one choice of knobs:
+
+1. Warm-up: stage j runs ``warmup[j]`` forwards before its first B; counts never grow
+   down the pipeline (stage j schedules at least as many Fs as stage j+1).
+2. Main step: 1F1B, one F and one B per stage per wave; wave i places the Fs in stage
+   order (each F's input is then already timed) and the B of microbatch i in reverse
+   stage order (each B's gradient is then already timed). Before an op whose input
+   arrives later than the rank is free, Ws fill the gap: every W that fits, and one more
+   that overruns it when the gap is at least ``fill`` of a W. Before an F, Ws also run
+   while the F would break the memory limit.
+3. Cool-down: the remaining Ws, in microbatch order.
+
+Because every op is placed after its dependency, a build times itself exactly as the
+simulator does (list scheduling), so the search compares builds by their own cost and
+only the winner is re-timed and validated by the simulator.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from solver.errors import ProfileError
+from solver.generators import Orders
+from solver.generators.classic import one_f_one_b_capped
+from solver.generators.zero_bubble import zb_h1, zb_h2
+from solver.ops import Op
+from solver.profile import Problem
+from solver.simulator import simulate
+
+log = logging.getLogger(__name__)
+
+_EPS = 1e-9
+FILL_CHOICES = (1.0, 0.5, 0.2)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """One point of the heuristic's search space.
+
+    Attributes:
+        warmup: forwards before the first B, per stage (non-increasing down the pipeline).
+        fill: a W that would overrun an idle gap is still inserted when the gap is at
+            least this fraction of the W's time (1.0: only Ws that fit whole).
+    """
+
+    warmup: tuple[int, ...]
+    fill: float
+
+
+@dataclass(frozen=True)
+class Build:
+    """One candidate order with its cost as the build timed it."""
+
+    orders: Orders
+    cost: float
+    makespan: float
+    source: str
+
+    def objective(self, name: str) -> float:
+        return self.makespan if name == "makespan" else self.cost
+
+
+def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
+    """The best order the heuristic finds for `problem`, by `objective` (cost or makespan).
+
+    The search covers the warm-up families of `warmup_candidates` crossed with the fill
+    thresholds, plus the 1F1B capped at what the memory limit allows, ZB-H1 and ZB-H2
+    where they fit the limit; the lowest simulated objective wins (ties: the first).
+
+    Raises:
+        ProfileError: for more than one chunk per rank (the heuristic is single-chunk).
+    """
+    if problem.num_chunks != 1:
+        raise ProfileError("num_chunks", problem.num_chunks,
+                           "1 for the zb heuristic (several chunks per rank: use a named "
+                           "schedule)")
+    best: Build | None = None
+    for candidate in _candidates(problem):
+        if best is None or candidate.objective(objective) < best.objective(objective) - _EPS:
+            best = candidate
+    assert best is not None  # the capped 1F1B always fits the limit
+    log.debug("heuristic: best %s cost %.4f", best.source, best.cost)
+    return best
+
+
+def _candidates(problem: Problem) -> Iterator[Build]:
+    seen: set[tuple[int, ...]] = set()
+    for warmup in warmup_candidates(problem):
+        if warmup in seen:
+            continue
+        seen.add(warmup)
+        for fill in FILL_CHOICES:
+            yield build(problem, Knobs(warmup, fill))
+    yield from _fallbacks(problem)
+
+
+def _fallbacks(problem: Problem) -> Iterator[Build]:
+    """Fixed schedules that are candidates when they fit: the floor under the search."""
+    k = max_in_flight(problem)
+    fixed = [(f"1f1b-capped-{k}", one_f_one_b_capped(problem, k))]
+    fixed += [("zb-h1", zb_h1(problem)), ("zb-h2", zb_h2(problem))]
+    for name, orders in fixed:
+        sim = simulate(problem, orders)
+        if sim.ok and sim.metrics is not None:
+            yield Build(orders, sim.metrics.cost, sim.metrics.makespan, name)
+
+
+def memory_caps(problem: Problem) -> list[int]:
+    """Per stage, the most forwards whose activations fit the rank's limit at once."""
+    m = problem.num_microbatches
+    caps = []
+    for s in range(problem.num_stages):
+        limit, m_b = problem.memory_limit[s], problem.m_b[s]
+        caps.append(m if m_b <= 0 or math.isinf(limit)
+                    else max(1, min(m, int(limit / m_b + _EPS))))
+    return caps
+
+
+def max_in_flight(problem: Problem) -> int:
+    """The largest k such that 1F1B capped at k microbatches in flight fits every rank."""
+    caps = memory_caps(problem)
+    return max(1, min(problem.num_ranks, *caps))
+
+
+def warmup_candidates(problem: Problem) -> Iterator[tuple[int, ...]]:
+    """Warm-up count vectors to try, each capped by memory and made non-increasing.
+
+    - "fit": each stage runs the forwards that end before its first B can arrive, the
+      paper's rule of as many Fs as memory allows before the first B;
+    - "cover": one forward more where that leaves the rank idle before the first B;
+    - the 1F1B family ``k + (p-1-j)`` and the ZB-H2 family ``k + 2(p-1-j)``.
+    """
+    p, caps = problem.num_ranks, memory_caps(problem)
+
+    def shaped(raw: list[int]) -> tuple[int, ...]:
+        out, bound = [], problem.num_microbatches
+        for j, k in enumerate(raw):
+            bound = max(1, min(bound, caps[j], k))
+            out.append(bound)
+        return tuple(out)
+
+    yield shaped(_first_b_fit(problem, caps, cover=False))
+    yield shaped(_first_b_fit(problem, caps, cover=True))
+    for base in (1, 2, 3):
+        yield shaped([base + (p - 1 - j) for j in range(p)])
+        yield shaped([base + 2 * (p - 1 - j) for j in range(p)])
+
+
+def _first_b_fit(problem: Problem, caps: list[int], cover: bool) -> list[int]:
+    """Warm-up counts from the first microbatch's round trip (stages are ranks here).
+
+    ``f_end[j][x]`` is the earliest end of F(j, x) when stages run only forwards; stage j
+    then takes the forwards that end before B(j, 0) can start, and with `cover` one more
+    if the rank would otherwise idle.
+    """
+    p, m = problem.num_ranks, problem.num_microbatches
+    depth = min(m, max(caps))
+    f_end = [[0.0] * depth for _ in range(p)]
+    for j in range(p):
+        t = 0.0
+        for x in range(depth):
+            ready = f_end[j - 1][x] + problem.t_comm[j - 1] if j > 0 else 0.0
+            t = max(t, ready) + problem.t_f[j]
+            f_end[j][x] = t
+    counts = [1] * p
+    b_end = f_end[p - 1][0] + problem.t_b[p - 1]
+    for j in range(p - 2, -1, -1):
+        arrive = b_end + problem.t_comm[j]
+        k = 1
+        while k < min(caps[j], depth) and f_end[j][k] <= arrive + _EPS:
+            k += 1
+        if cover and k < min(caps[j], depth) and f_end[j][k - 1] < arrive - _EPS:
+            k += 1
+        counts[j] = k
+        b_end = max(f_end[j][k - 1], arrive) + problem.t_b[j]
+    return counts
+
+
+def build(problem: Problem, knobs: Knobs) -> Build:
+    """Run the heuristic once with fixed knobs; see the module docstring for the steps."""
+    p, m = problem.num_ranks, problem.num_microbatches
+    t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
+    t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w
+    limit = problem.memory_limit
+    fill = knobs.fill
+    free = [0.0] * p
+    first = [0.0] * p
+    mem = [0.0] * p
+    num_f, num_b, num_w = [0] * p, [0] * p, [0] * p
+    f_end = [[0.0] * m for _ in range(p)]
+    b_end = [[0.0] * m for _ in range(p)]
+    orders: list[list[Op]] = [[] for _ in range(p)]
+
+    def run_w(j: int) -> None:
+        x = num_w[j]
+        free[j] += t_w[j]
+        mem[j] -= m_w[j]
+        num_w[j] = x + 1
+        orders[j].append(Op("W", j, x))
+
+    def fill_gap(j: int, ready: float) -> None:
+        # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
+        # of at least `fill` of a W (it delays the op, but idles the rank less).
+        while num_w[j] < num_b[j]:
+            gap = ready - free[j]
+            if gap <= _EPS or (gap < t_w[j] - _EPS and gap < fill * t_w[j]):
+                return
+            run_w(j)
+
+    def put_f(j: int) -> None:
+        x = num_f[j]
+        ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
+        while mem[j] + m_b[j] > limit[j] + _EPS and num_w[j] < num_b[j]:
+            run_w(j)  # make room: the F would break the memory limit
+        if x > 0:
+            fill_gap(j, ready)
+        start = free[j] if free[j] > ready else ready
+        if x == 0:
+            first[j] = start
+        free[j] = f_end[j][x] = start + t_f[j]
+        mem[j] += m_b[j]
+        num_f[j] = x + 1
+        orders[j].append(Op("F", j, x))
+
+    def put_b(j: int) -> None:
+        x = num_b[j]
+        ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
+        fill_gap(j, ready)
+        start = free[j] if free[j] > ready else ready
+        free[j] = b_end[j][x] = start + t_b[j]
+        mem[j] += m_w[j] - m_b[j]
+        num_b[j] = x + 1
+        orders[j].append(Op("B", j, x))
+
+    # Step 1 (warm-up): stage by stage, so each F's input is already timed.
+    for j in range(p):
+        for _ in range(knobs.warmup[j]):
+            put_f(j)
+    # Step 2 (main step): wave i = one F per stage down the pipeline, then B of
+    # microbatch i up the pipeline.
+    for i in range(m):
+        if i > 0:
+            for j in range(p):
+                if num_f[j] < m:
+                    put_f(j)
+        for j in range(p - 1, -1, -1):
+            put_b(j)
+    # Step 3 (cool-down): the Ws still owed.
+    for j in range(p):
+        while num_w[j] < m:
+            run_w(j)
+    cost = max(free[j] - first[j] for j in range(p))
+    return Build(orders, cost, max(free) - min(first), f"zb-heuristic{knobs}")

@@ -1,0 +1,288 @@
+"""The profile (DESIGN.md section 2): what a user measured, and its per-stage resolution.
+
+`Profile` is the pydantic edge type (JSON in, JSON out, JSON Schema); `Problem` is the
+same data resolved to per-stage and per-rank tuples, the form every algorithm reads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from solver.errors import ProfileError
+
+PerStage = float | list[float]
+
+# What each field accepts, in the words an error message uses.
+ACCEPTED = {
+    "name": "a string",
+    "description": "a string",
+    "num_ranks": "an integer >= 1",
+    "num_microbatches": "an integer >= 1",
+    "num_chunks": "an integer >= 1",
+    "placement": "'loop' or 'v' (needed when num_chunks > 1)",
+    "t_f": "a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "t_b": "a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "t_w": "a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "t_comm": "a number >= 0 or a list of num_ranks*num_chunks-1 numbers",
+    "m_b": "a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "m_w": "a number >= 0 (at most m_b) or a list of num_ranks*num_chunks numbers",
+    "memory_limit": "null (no limit), a number > 0, or a list of num_ranks numbers",
+}
+
+
+class Profile(BaseModel):
+    """A profiled pipeline configuration: the solver's input (DESIGN.md section 2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(None, description="Optional label, echoed in results.")
+    description: str | None = Field(None, description="Optional text, echoed in results.")
+    num_ranks: int = Field(description="p: pipeline ranks (devices).", ge=1)
+    num_microbatches: int = Field(description="m: microbatches per training step.", ge=1)
+    num_chunks: int = Field(1, description="v: stages per rank; the model has p*v stages.", ge=1)
+    placement: Literal["loop", "v"] | None = Field(
+        None,
+        description="Stage-to-rank map when v > 1: 'loop' (stage s on rank s % p) or "
+        "'v' (stage s < p on rank s, stage s >= p on rank 2p-1-s; v = 2 only).",
+    )
+    t_f: PerStage = Field(description="Time of one F of one microbatch on one stage.")
+    t_b: PerStage = Field(description="Time of one B (input gradient) on one stage.")
+    t_w: PerStage = Field(description="Time of one W (weight gradient) on one stage.")
+    t_comm: PerStage = Field(
+        0.0,
+        description="Latency between dependent ops on different ranks; a number or a list "
+        "of p*v-1 values, one per stage boundary (s, s+1).",
+    )
+    m_b: PerStage = Field(description="Activation memory one F adds on its stage.")
+    m_w: PerStage = Field(description="Memory a B leaves held until its W (0 <= m_w <= m_b).")
+    memory_limit: float | list[float] | None = Field(
+        None,
+        description="Most activation memory a rank may hold at once: a number, a list of "
+        "p values, or null for no limit.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Profile:
+        problem = Problem.from_profile(self)  # raises ProfileError naming the field
+        problem.check_memory_limit()
+        return self
+
+    @cached_property
+    def problem(self) -> Problem:
+        """This profile resolved to per-stage tuples."""
+        return Problem.from_profile(self)
+
+    @property
+    def label(self) -> str:
+        """A short name for messages and file names."""
+        return self.name or f"p{self.num_ranks}-m{self.num_microbatches}-v{self.num_chunks}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A profile resolved: one value per stage, per boundary and per rank.
+
+    Stages are global indices ``0..num_stages-1`` in model order (DESIGN.md section 1).
+    ``t_comm[s]`` is the latency across the boundary between stage ``s`` and ``s+1``; it
+    applies only when the two stages run on different ranks.
+    """
+
+    num_ranks: int
+    num_microbatches: int
+    num_chunks: int
+    placement: str
+    t_f: tuple[float, ...]
+    t_b: tuple[float, ...]
+    t_w: tuple[float, ...]
+    t_comm: tuple[float, ...]
+    m_b: tuple[float, ...]
+    m_w: tuple[float, ...]
+    memory_limit: tuple[float, ...]  # math.inf where there is no limit
+
+    @classmethod
+    def from_profile(cls, profile: Profile) -> Problem:
+        p, v = profile.num_ranks, profile.num_chunks
+        placement = profile.placement
+        if v > 1 and placement is None:
+            raise ProfileError("placement", None, f"'loop' or 'v' since num_chunks = {v} > 1")
+        if placement == "v" and v != 2:
+            raise ProfileError("placement", "v", f"'loop' (V placement needs num_chunks = 2, "
+                               f"got num_chunks = {v})")
+        num_stages = p * v
+        t_f = _per_stage("t_f", profile.t_f, num_stages)
+        t_b = _per_stage("t_b", profile.t_b, num_stages)
+        t_w = _per_stage("t_w", profile.t_w, num_stages)
+        t_comm = _per_stage("t_comm", profile.t_comm, num_stages - 1, what="stage boundaries")
+        m_b = _per_stage("m_b", profile.m_b, num_stages)
+        m_w = _per_stage("m_w", profile.m_w, num_stages)
+        for s in range(num_stages):
+            if m_w[s] > m_b[s]:
+                field = "m_w" if not isinstance(profile.m_w, list) else f"m_w[{s}]"
+                raise ProfileError(field, m_w[s], f"a value <= m_b = {m_b[s]:g} of stage {s} "
+                                   "(a B cannot hold more than its F stored)")
+        limit = profile.memory_limit
+        if limit is None:
+            memory_limit = (math.inf,) * p
+        elif isinstance(limit, list):
+            if len(limit) != p:
+                raise ProfileError("memory_limit", limit,
+                                   f"null, a number, or a list of num_ranks = {p} numbers "
+                                   f"(got {len(limit)})")
+            memory_limit = tuple(_positive("memory_limit", x, i) for i, x in enumerate(limit))
+        else:
+            memory_limit = (_positive("memory_limit", limit, None),) * p
+        return cls(p, profile.num_microbatches, v, placement or "loop",
+                   t_f, t_b, t_w, t_comm, m_b, m_w, memory_limit)
+
+    # Shape.
+
+    @property
+    def num_stages(self) -> int:
+        return self.num_ranks * self.num_chunks
+
+    @cached_property
+    def stage_to_rank(self) -> tuple[int, ...]:
+        p = self.num_ranks
+        if self.placement == "v" and self.num_chunks > 1:
+            return tuple(s if s < p else 2 * p - 1 - s for s in range(self.num_stages))
+        return tuple(s % p for s in range(self.num_stages))
+
+    @cached_property
+    def rank_to_stages(self) -> tuple[tuple[int, ...], ...]:
+        stages: list[list[int]] = [[] for _ in range(self.num_ranks)]
+        for s, r in enumerate(self.stage_to_rank):
+            stages[r].append(s)
+        return tuple(tuple(x) for x in stages)
+
+    def comm(self, s: int, t: int) -> float:
+        """Latency between adjacent stages s and t (either order); 0 on the same rank."""
+        if self.stage_to_rank[s] == self.stage_to_rank[t]:
+            return 0.0
+        return self.t_comm[min(s, t)]
+
+    # Bounds.
+
+    @cached_property
+    def busy_per_rank(self) -> tuple[float, ...]:
+        """Total op time each rank must spend (every F, B and W of its stages)."""
+        m = self.num_microbatches
+        return tuple(m * sum(self.t_f[s] + self.t_b[s] + self.t_w[s] for s in stages)
+                     for stages in self.rank_to_stages)
+
+    @property
+    def simple_lower_bound(self) -> float:
+        """The busiest rank's total op time: no schedule's cost or makespan is below it."""
+        return max(self.busy_per_rank)
+
+    @cached_property
+    def min_memory_per_rank(self) -> tuple[float, ...]:
+        """The least activation memory any schedule needs on each rank.
+
+        Every F of a microbatch precedes every B of it (B on the last stage waits for the
+        last F), so a rank holds at least all its stages' m_b at once; running the
+        microbatches one after another achieves exactly that.
+        """
+        return tuple(sum(self.m_b[s] for s in stages) for stages in self.rank_to_stages)
+
+    def check_memory_limit(self) -> None:
+        for r, (limit, need) in enumerate(zip(self.memory_limit, self.min_memory_per_rank,
+                                              strict=True)):
+            if limit < need - 1e-9:
+                field = "memory_limit" if len(set(self.memory_limit)) == 1 else \
+                    f"memory_limit[{r}]"
+                raise ProfileError(field, limit,
+                                   f">= {need:g}: rank {r} must hold the activations of its "
+                                   f"stages {list(self.rank_to_stages[r])} for one microbatch "
+                                   "(sum of their m_b), or null for no limit")
+
+
+def _per_stage(field: str, value: Any, count: int, what: str = "stages") -> tuple[float, ...]:
+    if isinstance(value, list):
+        if len(value) != count:
+            raise ProfileError(field, value, f"a number or a list of {count} numbers, one per "
+                               f"{what[:-1]} (got {len(value)})")
+        return tuple(_non_negative(field, x, i) for i, x in enumerate(value))
+    return (_non_negative(field, value, None),) * count
+
+
+def _non_negative(field: str, x: float, index: int | None) -> float:
+    name = field if index is None else f"{field}[{index}]"
+    if not math.isfinite(x) or x < 0:
+        raise ProfileError(name, x, "a finite number >= 0")
+    return float(x)
+
+
+def _positive(field: str, x: float, index: int | None) -> float:
+    name = field if index is None else f"{field}[{index}]"
+    if not math.isfinite(x) or x <= 0:
+        raise ProfileError(name, x, "a finite number > 0, or null for no limit")
+    return float(x)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "nothing (the field is missing)"
+
+
+_MISSING = _Missing()
+
+
+def parse_profile(data: Any) -> Profile:
+    """Validate a decoded JSON object as a profile.
+
+    Raises:
+        ProfileError: naming the first offending field, its value and what is accepted.
+    """
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise profile_error_from(exc, data) from None
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and validate a profile JSON file."""
+    return parse_profile(read_json(path, "profile"))
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """Read a JSON file, turning I/O and syntax errors into one-line ProfileErrors."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ProfileError(what, str(path), f"a readable {what} JSON file ({exc.strerror})") \
+            from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(what, str(path), f"valid JSON (line {exc.lineno}, column "
+                           f"{exc.colno}: {exc.msg})") from None
+
+
+def profile_error_from(exc: ValidationError, data: Any) -> ProfileError:
+    """The first error of a pydantic ValidationError, as a ProfileError."""
+    error = exc.errors()[0]
+    original = (error.get("ctx") or {}).get("error")
+    if isinstance(original, ProfileError):
+        return original
+    loc = [part for part in error["loc"] if not isinstance(part, str) or part[0].islower()]
+    # pydantic reports each branch of a union ('float', 'list[float]'): keep the field path.
+    field = ".".join(str(x) for x in loc if x not in ("float", "list[float]",
+                                                       "list[float]", "int", "none"))
+    top = str(loc[0]) if loc else "profile"
+    if error["type"] == "missing":
+        return ProfileError(top, _MISSING, f"{ACCEPTED.get(top, 'a value')} (required)")
+    if error["type"] == "extra_forbidden":
+        return ProfileError(top, error.get("input"),
+                            "no such field: the fields are " + ", ".join(ACCEPTED))
+    if error["type"] in ("model_type", "dict_type"):
+        return ProfileError("profile", data, "a JSON object with the fields "
+                            + ", ".join(ACCEPTED))
+    value = data.get(top) if isinstance(data, dict) else error.get("input")
+    return ProfileError(field or top, value, ACCEPTED.get(top, error["msg"]))

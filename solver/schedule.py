@@ -1,0 +1,142 @@
+"""The schedule JSON (DESIGN.md section 4): the solver's output, and its reading back.
+
+`Schedule` is the pydantic edge type; `schedule_from_orders` builds one from per-rank
+orders by simulating them, so every figure in it comes from the simulator.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from solver.errors import ProfileError
+from solver.ops import Kind, Op
+from solver.profile import ACCEPTED, Profile, profile_error_from
+from solver.simulator import Metrics, Simulation, validate
+
+SCHEMA_VERSION = 1
+Status = Literal["optimal", "feasible", "heuristic", "infeasible", "timeout"]
+
+
+class ScheduledOp(BaseModel):
+    """One op in a rank's order, with its simulated start and end."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: Kind = Field(description="F, B (input gradient), W (weight gradient) or BW (fused).")
+    stage: int = Field(ge=0, description="Global stage index (DESIGN.md section 1).")
+    microbatch: int = Field(ge=0, description="Microbatch index, 0..m-1.")
+    start: float | None = Field(None, description="Simulated start (section 3).")
+    end: float | None = Field(None, description="Simulated end (section 3).")
+
+    @property
+    def op(self) -> Op:
+        return Op(self.kind, self.stage, self.microbatch)
+
+
+class ScheduleMetrics(BaseModel):
+    """Figures of the timed schedule (DESIGN.md section 3); extra per-rank detail added."""
+
+    model_config = ConfigDict(extra="allow")
+
+    cost: float = Field(description="Largest per-rank span (the default objective).")
+    makespan: float = Field(description="First start to last end over all ranks.")
+    bubble_rate: float = Field(description="(cost - busiest rank's op time) / cost.")
+    peak_memory: list[float] = Field(description="Peak activation memory, per rank.")
+    lower_bound: float = Field(description="A provable lower bound on the objective.")
+    span: list[float] | None = Field(None, description="Each rank's span.")
+    idle_fraction: list[float] | None = Field(
+        None, description="Per rank, the share of its own span it is idle.")
+
+    @classmethod
+    def from_metrics(cls, metrics: Metrics, lower_bound: float | None = None) -> ScheduleMetrics:
+        return cls(cost=metrics.cost, makespan=metrics.makespan,
+                   bubble_rate=metrics.bubble_rate, peak_memory=list(metrics.peak_memory),
+                   lower_bound=max(metrics.lower_bound, lower_bound or 0.0),
+                   span=list(metrics.span), idle_fraction=list(metrics.idle_fraction))
+
+
+class SolverInfo(BaseModel):
+    """How the schedule was found: status, objective, proven bound, gap, wall time."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: Status
+    objective: float
+    bound: float
+    gap: float = Field(description="(objective - bound) / objective.")
+    wall_s: float
+
+
+class Schedule(BaseModel):
+    """A schedule: the profile it was solved for, per-rank orders with times, figures."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    profile: Profile
+    method: str
+    ranks: list[list[ScheduledOp]]
+    metrics: ScheduleMetrics | None = None
+    solver: SolverInfo | None = None
+
+    def orders(self) -> list[list[Op]]:
+        """The per-rank op orders, without times."""
+        return [[x.op for x in rank] for rank in self.ranks]
+
+
+def schedule_from_orders(profile: Profile, orders: list[list[Op]], method: str, *,
+                         status: Status = "heuristic", wall_s: float = 0.0,
+                         objective: str = "cost", bound: float | None = None) -> Schedule:
+    """Simulate and validate `orders`, and wrap them as a Schedule.
+
+    Raises:
+        ScheduleInvalid: when the orders break the contract (all violations listed).
+    """
+    sim = validate(profile.problem, orders)
+    return schedule_from_simulation(profile, sim, method, status=status, wall_s=wall_s,
+                                    objective=objective, bound=bound)
+
+
+def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
+                             status: Status = "heuristic", wall_s: float = 0.0,
+                             objective: str = "cost", bound: float | None = None) -> Schedule:
+    """Wrap a valid simulation as a Schedule; figures are the simulator's."""
+    assert sim.metrics is not None, "only a valid simulation becomes a schedule"
+    metrics = ScheduleMetrics.from_metrics(sim.metrics, bound)
+    value = sim.metrics.objective(objective)
+    best_bound = metrics.lower_bound
+    ranks = [[ScheduledOp(kind=op.kind, stage=op.stage, microbatch=op.microbatch,
+                          start=sim.start[r][i], end=sim.end[r][i])
+              for i, op in enumerate(ops)] for r, ops in enumerate(sim.order)]
+    info = SolverInfo(status=status, objective=value, bound=best_bound,
+                      gap=(value - best_bound) / value if value > 0 else 0.0, wall_s=wall_s)
+    return Schedule(profile=profile, method=method, ranks=ranks, metrics=metrics, solver=info)
+
+
+def parse_schedule(data: Any) -> Schedule:
+    """Validate a decoded schedule JSON (times and figures, if present, are ignored later).
+
+    Raises:
+        ProfileError: naming the offending field (``profile.t_b``, ``ranks.0.3.kind``...).
+    """
+    try:
+        return Schedule.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        if error["loc"] and error["loc"][0] == "profile" and isinstance(data, dict):
+            inner = profile_error_from(exc, data.get("profile"))
+            # Re-root the field under 'profile' for the message.
+            if inner.field in ACCEPTED or inner.field == "profile":
+                return _raise(ProfileError(f"profile.{inner.field}".replace(
+                    "profile.profile", "profile"), inner.value, inner.accepted))
+            return _raise(inner)
+        loc = ".".join(str(x) for x in error["loc"])
+        if error["type"] == "missing":
+            raise ProfileError(loc, "nothing", "a value (required)") from None
+        raise ProfileError(loc or "schedule", error.get("input"), error["msg"]) from None
+
+
+def _raise(error: ProfileError) -> Schedule:
+    raise error from None
