@@ -24,19 +24,23 @@ import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from solver.errors import ProfileError
 from solver.generators import Orders
 from solver.generators.classic import one_f_one_b_capped
 from solver.generators.zero_bubble import zb_h1, zb_h2
-from solver.ops import Op
+from solver.ops import Kind, Op
 from solver.profile import Problem
-from solver.simulator import simulate
+from solver.simulator import peak_memory, simulate
 
 log = logging.getLogger(__name__)
 
 _EPS = 1e-9
-FILL_CHOICES = (1.0, 0.5, 0.2)
+FILL_CHOICES = (0.2, 0.5, 1.0)
+COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST = range(3)
+# How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
+REFINE_BUDGET_OPS = 250_000
 
 
 @dataclass(frozen=True)
@@ -47,20 +51,39 @@ class Knobs:
         warmup: forwards before the first B, per stage (non-increasing down the pipeline).
         fill: a W that would overrun an idle gap is still inserted when the gap is at
             least this fraction of the W's time (1.0: only Ws that fit whole).
+        cooldown: past its last F, what a stage other than the first does with Ws:
+            ``COOLDOWN_GREEDY`` fills as in the main step; ``COOLDOWN_HEAD_START`` keeps
+            its Bs flowing (whole Ws only) while its backlog of Ws fits in the head start
+            it has on stage 0; ``COOLDOWN_B_FIRST`` always inserts whole Ws only.
     """
 
     warmup: tuple[int, ...]
     fill: float
+    cooldown: int = COOLDOWN_GREEDY
 
 
 @dataclass(frozen=True)
 class Build:
-    """One candidate order with its cost as the build timed it."""
+    """One candidate order with its cost as the build timed it.
 
-    orders: Orders
+    A build keeps its ops as ints (``kind * m + microbatch``, kinds F, B, W = 0, 1, 2)
+    and makes `Op`s only when its orders are asked for: most candidates lose.
+    """
+
     cost: float
     makespan: float
     source: str
+    codes: list[list[int]] | None = None
+    given_orders: Orders | None = None
+
+    @cached_property
+    def orders(self) -> Orders:
+        if self.given_orders is not None:
+            return self.given_orders
+        assert self.codes is not None
+        m = len(self.codes[0]) // 3
+        kinds: tuple[Kind, ...] = ("F", "B", "W")
+        return [[Op(kinds[c // m], j, c % m) for c in row] for j, row in enumerate(self.codes)]
 
     def objective(self, name: str) -> float:
         return self.makespan if name == "makespan" else self.cost
@@ -69,9 +92,10 @@ class Build:
 def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     """The best order the heuristic finds for `problem`, by `objective` (cost or makespan).
 
-    The search covers the warm-up families of `warmup_candidates` crossed with the fill
-    thresholds, plus the 1F1B capped at what the memory limit allows, ZB-H1 and ZB-H2
-    where they fit the limit; the lowest simulated objective wins (ties: the first).
+    The search builds every warm-up family of `warmup_candidates` with the first fill
+    threshold, then refines the best warm-up over the other fill thresholds and the
+    cool-down rule; the 1F1B capped at what the memory limit allows, ZB-H1 and ZB-H2 are
+    candidates too where they fit the limit. The lowest objective wins (ties: the first).
 
     Raises:
         ProfileError: for more than one chunk per rank (the heuristic is single-chunk).
@@ -80,24 +104,56 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
         raise ProfileError("num_chunks", problem.num_chunks,
                            "1 for the zb heuristic (several chunks per rank: use a named "
                            "schedule)")
+
+    def better(candidate: Build, incumbent: Build | None) -> bool:
+        return incumbent is None or \
+            candidate.objective(objective) < incumbent.objective(objective) - _EPS
+
     best: Build | None = None
-    for candidate in _candidates(problem):
-        if best is None or candidate.objective(objective) < best.objective(objective) - _EPS:
+    best_warmup: tuple[int, ...] = ()
+    for warmup in dict.fromkeys(warmup_candidates(problem)):  # unique, in order
+        candidate = build(problem, Knobs(warmup, FILL_CHOICES[0]))
+        if better(candidate, best):
+            best, best_warmup = candidate, warmup
+    best_knobs = Knobs(best_warmup, FILL_CHOICES[0])
+    for fill in FILL_CHOICES:
+        for cooldown in (COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST):
+            knobs = Knobs(best_warmup, fill, cooldown)
+            if knobs != best_knobs:
+                candidate = build(problem, knobs)
+                if better(candidate, best):
+                    best, best_knobs = candidate, knobs
+    # Coordinate descent on the per-stage warm-up counts, within a budget of ops built
+    # so that the answer does not depend on the machine's speed.
+    budget = REFINE_BUDGET_OPS // (3 * problem.num_stages * problem.num_microbatches)
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        for warmup in _neighbours(best_knobs.warmup, memory_caps(problem)):
+            if budget <= 0:
+                break
+            budget -= 1
+            knobs = Knobs(warmup, best_knobs.fill, best_knobs.cooldown)
+            candidate = build(problem, knobs)
+            if better(candidate, best):
+                best, best_knobs, improved = candidate, knobs, True
+                break
+    for candidate in _fallbacks(problem):
+        if better(candidate, best):
             best = candidate
     assert best is not None  # the capped 1F1B always fits the limit
     log.debug("heuristic: best %s cost %.4f", best.source, best.cost)
     return best
 
 
-def _candidates(problem: Problem) -> Iterator[Build]:
-    seen: set[tuple[int, ...]] = set()
-    for warmup in warmup_candidates(problem):
-        if warmup in seen:
-            continue
-        seen.add(warmup)
-        for fill in FILL_CHOICES:
-            yield build(problem, Knobs(warmup, fill))
-    yield from _fallbacks(problem)
+def _neighbours(warmup: tuple[int, ...], caps: list[int]) -> Iterator[tuple[int, ...]]:
+    """Warm-ups one F more or less on one stage, still non-increasing and within memory."""
+    for j in range(len(warmup)):
+        for delta in (1, -1):
+            k = warmup[j] + delta
+            if 1 <= k <= caps[j] and (j == 0 or k <= warmup[j - 1]) \
+                    and (j == len(warmup) - 1 or k >= warmup[j + 1]):
+                yield (*warmup[:j], k, *warmup[j + 1:])
 
 
 def _fallbacks(problem: Problem) -> Iterator[Build]:
@@ -106,9 +162,12 @@ def _fallbacks(problem: Problem) -> Iterator[Build]:
     fixed = [(f"1f1b-capped-{k}", one_f_one_b_capped(problem, k))]
     fixed += [("zb-h1", zb_h1(problem)), ("zb-h2", zb_h2(problem))]
     for name, orders in fixed:
+        peaks = peak_memory(problem, orders)
+        if any(x > limit + _EPS for x, limit in zip(peaks, problem.memory_limit, strict=True)):
+            continue  # does not fit: not worth timing
         sim = simulate(problem, orders)
         if sim.ok and sim.metrics is not None:
-            yield Build(orders, sim.metrics.cost, sim.metrics.makespan, name)
+            yield Build(sim.metrics.cost, sim.metrics.makespan, name, given_orders=orders)
 
 
 def memory_caps(problem: Problem) -> list[int]:
@@ -188,28 +247,41 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
     t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w
     limit = problem.memory_limit
-    fill = knobs.fill
+    fill, cooldown = knobs.fill, knobs.cooldown
     free = [0.0] * p
     first = [0.0] * p
     mem = [0.0] * p
     num_f, num_b, num_w = [0] * p, [0] * p, [0] * p
     f_end = [[0.0] * m for _ in range(p)]
     b_end = [[0.0] * m for _ in range(p)]
-    orders: list[list[Op]] = [[] for _ in range(p)]
+    # Ops as ints (kind * m + microbatch; kinds F, B, W = 0, 1, 2) until the end.
+    codes: list[list[int]] = [[] for _ in range(p)]
 
     def run_w(j: int) -> None:
         x = num_w[j]
         free[j] += t_w[j]
         mem[j] -= m_w[j]
         num_w[j] = x + 1
-        orders[j].append(Op("W", j, x))
+        codes[j].append(2 * m + x)
 
     def fill_gap(j: int, ready: float) -> None:
         # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
         # of at least `fill` of a W (it delays the op, but idles the rank less).
+        threshold = fill
+        if num_f[j] == m:
+            # Past its last F, stage 0 feeds no one: idling is never better than a W.
+            # A later stage started later, so Ws it leaves to the end cost it nothing up
+            # to that head start; meanwhile it may keep its Bs flowing to stage 0.
+            if j == 0:
+                threshold = 0.0
+            elif cooldown == COOLDOWN_B_FIRST:
+                threshold = 1.0
+            elif cooldown == COOLDOWN_HEAD_START:
+                backlog_fits = (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
+                threshold = 1.0 if backlog_fits else 0.0
         while num_w[j] < num_b[j]:
             gap = ready - free[j]
-            if gap <= _EPS or (gap < t_w[j] - _EPS and gap < fill * t_w[j]):
+            if gap <= _EPS or (gap < t_w[j] - _EPS and gap < threshold * t_w[j]):
                 return
             run_w(j)
 
@@ -226,7 +298,7 @@ def build(problem: Problem, knobs: Knobs) -> Build:
         free[j] = f_end[j][x] = start + t_f[j]
         mem[j] += m_b[j]
         num_f[j] = x + 1
-        orders[j].append(Op("F", j, x))
+        codes[j].append(x)
 
     def put_b(j: int) -> None:
         x = num_b[j]
@@ -236,7 +308,7 @@ def build(problem: Problem, knobs: Knobs) -> Build:
         free[j] = b_end[j][x] = start + t_b[j]
         mem[j] += m_w[j] - m_b[j]
         num_b[j] = x + 1
-        orders[j].append(Op("B", j, x))
+        codes[j].append(m + x)
 
     # Step 1 (warm-up): stage by stage, so each F's input is already timed.
     for j in range(p):
@@ -256,4 +328,4 @@ def build(problem: Problem, knobs: Knobs) -> Build:
         while num_w[j] < m:
             run_w(j)
     cost = max(free[j] - first[j] for j in range(p))
-    return Build(orders, cost, max(free) - min(first), f"zb-heuristic{knobs}")
+    return Build(cost, max(free) - min(first), f"zb-heuristic{knobs}", codes=codes)

@@ -40,7 +40,8 @@ ACCEPTED = {
 class Profile(BaseModel):
     """A profiled pipeline configuration: the solver's input (DESIGN.md section 2)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a JSON string or boolean is never read as a number (ints still are floats).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str | None = Field(None, description="Optional label, echoed in results.")
     description: str | None = Field(None, description="Optional text, echoed in results.")
@@ -119,7 +120,7 @@ class Problem:
         t_f = _per_stage("t_f", profile.t_f, num_stages)
         t_b = _per_stage("t_b", profile.t_b, num_stages)
         t_w = _per_stage("t_w", profile.t_w, num_stages)
-        t_comm = _per_stage("t_comm", profile.t_comm, num_stages - 1, what="stage boundaries")
+        t_comm = _per_stage("t_comm", profile.t_comm, num_stages - 1, what="stage boundary")
         m_b = _per_stage("m_b", profile.m_b, num_stages)
         m_w = _per_stage("m_w", profile.m_w, num_stages)
         for s in range(num_stages):
@@ -203,11 +204,11 @@ class Problem:
                                    "(sum of their m_b), or null for no limit")
 
 
-def _per_stage(field: str, value: Any, count: int, what: str = "stages") -> tuple[float, ...]:
+def _per_stage(field: str, value: Any, count: int, what: str = "stage") -> tuple[float, ...]:
     if isinstance(value, list):
         if len(value) != count:
             raise ProfileError(field, value, f"a number or a list of {count} numbers, one per "
-                               f"{what[:-1]} (got {len(value)})")
+                               f"{what} (got {len(value)})")
         return tuple(_non_negative(field, x, i) for i, x in enumerate(value))
     return (_non_negative(field, value, None),) * count
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from solver.bounds import lower_bound
 from solver.errors import ScheduleInvalid, Violation
 from solver.ops import KINDS, Op
 from solver.profile import Problem
@@ -78,6 +79,18 @@ def memory_delta(problem: Problem, op: Op) -> float:
     return -problem.m_b[s]
 
 
+def peak_memory(problem: Problem, order: Order) -> list[float]:
+    """Each rank's peak activation memory along its order (no timing, no checks)."""
+    peaks = []
+    for ops in order:
+        held = peak = 0.0
+        for op in ops:
+            held += memory_delta(problem, op)
+            peak = max(peak, held)
+        peaks.append(peak)
+    return peaks
+
+
 def simulate(problem: Problem, order: Order) -> Simulation:
     """Time `order` (one op list per rank) and check it; never raises on a bad schedule.
 
@@ -86,20 +99,20 @@ def simulate(problem: Problem, order: Order) -> Simulation:
         order: for each rank, its ops in execution order.
 
     Returns:
-        A Simulation whose ``metrics`` is set when every op was timed and nothing is
-        violated (memory over the limit still gets metrics, flagged as a violation).
+        A Simulation whose ``metrics`` is set when every op was timed and nothing but
+        memory is violated (memory over the limit is flagged, and still timed).
     """
-    ranks = [list(ops) for ops in order]
+    ranks = [[op if isinstance(op, Op) else Op(*op) for op in ops] for ops in order]
     violations: list[Violation] = []
     if len(ranks) != problem.num_ranks:
         violations.append(Violation("wrong_rank", f"the schedule has {len(ranks)} ranks; "
                                     f"the profile has num_ranks = {problem.num_ranks}"))
         ranks = (ranks + [[] for _ in range(problem.num_ranks)])[: problem.num_ranks]
-    position, skip = _check_ops(problem, ranks, violations)
-    _check_complete(problem, position, violations)
-    start, end, stuck = _time(problem, ranks, position, skip)
-    violations.extend(_deadlocks(ranks, position, stuck))
-    peak = _check_memory(problem, ranks, skip, violations)
+    ids, where = _check_ops(problem, ranks, violations)
+    _check_complete(problem, where, violations)
+    start, end, stuck = _time(problem, ranks, ids, where)
+    violations.extend(_deadlocks(problem, ranks, where, stuck))
+    peak = _check_memory(problem, ranks, ids, violations)
     sim = Simulation(ranks, start, end, peak, violations)
     if not stuck and not any(v.kind != "memory" for v in violations):
         sim.metrics = _metrics(problem, ranks, start, end, peak)
@@ -120,140 +133,179 @@ def validate(problem: Problem, order: Order) -> Simulation:
     return sim
 
 
-def dependency(problem: Problem, op: Op, backward: dict[tuple[int, int], Op] | None = None,
-               ) -> Op | None:
-    """The op `op` waits for (besides its rank's previous op), or None.
+def dependency(problem: Problem, op: Op, has_bw: bool = False) -> Op:
+    """The op `op` waits for besides its rank's previous op (None for F of stage 0).
 
     `F(s, j)` waits for `F(s-1, j)`; `B`/`BW(s, j)` for the backward of `(s+1, j)`, or
-    `F(s, j)` on the last stage; `W(s, j)` for `B(s, j)`. `backward` maps ``(stage,
-    microbatch)`` to the op doing that backward (``B`` or ``BW``), where it is known.
+    `F(s, j)` on the last stage; `W(s, j)` for `B(s, j)`. `has_bw` says that the backward
+    of ``(s+1, j)`` is a fused BW.
     """
     kind, s, j = op
     if kind == "F":
-        return Op("F", s - 1, j) if s > 0 else None
+        return Op("F", s - 1, j)
     if kind == "W":
         return Op("B", s, j)
     if s == problem.num_stages - 1:
         return Op("F", s, j)
-    if backward is not None and (s + 1, j) in backward:
-        return backward[(s + 1, j)]
-    return Op("B", s + 1, j)
+    return Op("BW" if has_bw else "B", s + 1, j)
+
+
+# Ops are numbered ``(kind * num_stages + stage) * m + microbatch`` inside the simulator,
+# so its hot loop works on ints and lists instead of tuples and dicts.
+_KIND_INDEX = {k: i for i, k in enumerate(KINDS)}
+_F, _B, _W, _BW = range(4)
+_NO_OP = -1
 
 
 def _check_ops(problem: Problem, ranks: list[list[Op]], violations: list[Violation],
-               ) -> tuple[dict[Op, tuple[int, int]], set[tuple[int, int]]]:
-    """Unknown, misplaced and duplicate ops; returns op positions and positions to skip."""
-    position: dict[Op, tuple[int, int]] = {}
-    skip: set[tuple[int, int]] = set()
+               ) -> tuple[list[list[int]], list[int]]:
+    """Unknown, misplaced and duplicate ops.
+
+    Returns each position's op id (``_NO_OP`` where the op is skipped) and, per op id,
+    ``rank * 2**32 + position`` of its one accepted occurrence (``_NO_OP`` if absent).
+    """
+    S, m = problem.num_stages, problem.num_microbatches
+    stage_to_rank = problem.stage_to_rank
+    where = [_NO_OP] * (4 * S * m)
+    ids: list[list[int]] = []
     for r, ops in enumerate(ranks):
+        row = []
         for i, op in enumerate(ops):
             kind, s, j = op
-            if kind not in KINDS or not 0 <= s < problem.num_stages \
-                    or not 0 <= j < problem.num_microbatches:
+            k = _KIND_INDEX.get(kind)
+            if k is None or not (isinstance(s, int) and 0 <= s < S) \
+                    or not (isinstance(j, int) and 0 <= j < m):
                 violations.append(Violation(
                     "unknown_op", f"{op} at rank {r} position {i} is not an op of this "
-                    f"profile (kinds {'/'.join(KINDS)}, stages 0..{problem.num_stages - 1}, "
-                    f"microbatches 0..{problem.num_microbatches - 1})", r, i))
-                skip.add((r, i))
-            elif problem.stage_to_rank[s] != r:
+                    f"profile (kinds {'/'.join(KINDS)}, stages 0..{S - 1}, "
+                    f"microbatches 0..{m - 1})", r, i))
+                row.append(_NO_OP)
+                continue
+            if stage_to_rank[s] != r:
                 violations.append(Violation(
                     "wrong_rank", f"{op} at rank {r} position {i}: stage {s} runs on rank "
-                    f"{problem.stage_to_rank[s]} ({problem.placement} placement)", r, i))
-                skip.add((r, i))
-            elif op in position:
-                r0, i0 = position[op]
+                    f"{stage_to_rank[s]} ({problem.placement} placement)", r, i))
+                row.append(_NO_OP)
+                continue
+            x = (k * S + s) * m + j
+            if where[x] != _NO_OP:
+                r0, i0 = divmod(where[x], 1 << 32)
                 violations.append(Violation(
                     "duplicate", f"{op} appears twice: rank {r0} position {i0} and rank {r} "
                     f"position {i}", r, i))
-                skip.add((r, i))
-            else:
-                position[Op(kind, s, j)] = (r, i)
-    return position, skip
+                row.append(_NO_OP)
+                continue
+            where[x] = (r << 32) + i
+            row.append(x)
+        ids.append(row)
+    return ids, where
 
 
-def _check_complete(problem: Problem, position: dict[Op, tuple[int, int]],
-                    violations: list[Violation]) -> None:
+def _check_complete(problem: Problem, where: list[int], violations: list[Violation]) -> None:
     """Each (stage, microbatch) needs one F and either B and W, or BW."""
-    for s in range(problem.num_stages):
-        for j in range(problem.num_microbatches):
-            has = {k: Op(k, s, j) in position for k in KINDS}  # type: ignore[arg-type]
-            missing = [k for k in ("F",) if not has[k]]
-            if has["BW"] and (has["B"] or has["W"]):
-                where = position[Op("BW", s, j)]
+    S, m = problem.num_stages, problem.num_microbatches
+    block = S * m
+    for s in range(S):
+        for j in range(m):
+            x = s * m + j
+            has_f, has_b = where[x] != _NO_OP, where[block + x] != _NO_OP
+            has_w, has_bw = where[2 * block + x] != _NO_OP, where[3 * block + x] != _NO_OP
+            if has_f and (has_bw != (has_b or has_w)) and has_b == has_w:
+                continue  # the common case: F and exactly one way of doing the backward
+            missing = [] if has_f else ["F"]
+            if has_bw and (has_b or has_w):
+                r, i = divmod(where[3 * block + x], 1 << 32)
                 violations.append(Violation(
                     "mixed_backward", f"stage {s} microbatch {j} has both BW and a split "
-                    "B/W; use BW alone or B and W", *where))
-            elif not has["BW"]:
-                missing += [k for k in ("B", "W") if not has[k]]
+                    "B/W; use BW alone or B and W", r, i))
+            elif not has_bw:
+                missing += [k for k, has in (("B", has_b), ("W", has_w)) if not has]
+            rank = problem.stage_to_rank[s]
             for k in missing:
                 violations.append(Violation(
-                    "missing", f"{Op(k, s, j)} (rank {problem.stage_to_rank[s]}) is missing "  # type: ignore[arg-type]
-                    "from the schedule", problem.stage_to_rank[s]))
+                    "missing", f"{s}{k}{j} (rank {rank}) is missing from the schedule", rank))
 
 
-def _time(problem: Problem, ranks: list[list[Op]], position: dict[Op, tuple[int, int]],
-          skip: set[tuple[int, int]],
+def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: list[int],
           ) -> tuple[list[list[float | None]], list[list[float | None]],
-                     dict[int, tuple[int, Op]]]:
+                     dict[int, tuple[int, int]]]:
     """List scheduling: each op starts when its rank is free and its input has arrived.
 
     Ranks advance independently; a rank blocked on an op not yet timed waits in that op's
     waiter list and is woken when it is timed, so the work is linear in the number of ops.
     Returns start and end times (None where never timed) and, for each rank left blocked,
-    the position of its first untimed op and the op that one waits for.
+    the position of its first untimed op and the id of the op that one waits for.
     """
-    backward = {(op.stage, op.microbatch): op for op in position if op.kind in ("B", "BW")}
+    S, m = problem.num_stages, problem.num_microbatches
+    block = S * m
+    last = S - 1
+    dur = [problem.t_f, problem.t_b, problem.t_w,
+           tuple(b + w for b, w in zip(problem.t_b, problem.t_w, strict=True))]
+    # comm_down[s]: latency from stage s to s+1 (0 on the same rank).
+    comm_down = [problem.comm(s, s + 1) for s in range(S - 1)] + [0.0]
+    end_of: list[float | None] = [None] * (4 * block)
+    waiters: dict[int, list[int]] = {}
     start: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
     end: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
-    end_of: dict[Op, float] = {}
-    waiters: dict[Op, list[int]] = {}
     pointer = [0] * len(ranks)
     free_at = [0.0] * len(ranks)
     ready = list(range(len(ranks)))
-    stuck: dict[int, tuple[int, Op]] = {}
     while ready:
         r = ready.pop()
-        ops = ranks[r]
-        i = pointer[r]
-        t = free_at[r]
-        while i < len(ops):
-            if (r, i) in skip:
+        row, st, en = ids[r], start[r], end[r]
+        i, t, n = pointer[r], free_at[r], len(row)
+        while i < n:
+            x = row[i]
+            if x == _NO_OP:
                 i += 1
                 continue
-            op = ops[i]
-            dep = dependency(problem, op, backward)
+            k, sj = divmod(x, block)
+            s = sj // m
+            # The dependency (section 3) and the latency to it.
+            if k == _F:
+                dep, comm = (x - m, comm_down[s - 1]) if s > 0 else (_NO_OP, 0.0)
+            elif k == _W:
+                dep, comm = x - block, 0.0
+            elif s == last:
+                dep, comm = sj, 0.0
+            else:
+                dep = block + sj + m  # B(s+1, j), or BW(s+1, j) if that is what exists
+                if where[dep] == _NO_OP and where[dep + 2 * block] != _NO_OP:
+                    dep += 2 * block
+                comm = comm_down[s]
             begin = t
-            if dep is not None:
-                dep_end = end_of.get(dep)
+            if dep != _NO_OP:
+                dep_end = end_of[dep]
                 if dep_end is None:
                     waiters.setdefault(dep, []).append(r)
                     break
-                arrive = dep_end + problem.comm(dep.stage, op.stage)
-                if arrive > begin:
-                    begin = arrive
-            t = begin + duration(problem, op)
-            start[r][i] = begin
-            end[r][i] = t
-            end_of[op] = t
-            woken = waiters.pop(op, None)
+                if dep_end + comm > begin:
+                    begin = dep_end + comm
+            t = begin + dur[k][s]
+            st[i] = begin
+            en[i] = t
+            end_of[x] = t
+            woken = waiters.pop(x, None)
             if woken:
                 ready.extend(woken)
             i += 1
-        pointer[r] = i
-        free_at[r] = t
-    for r, ops in enumerate(ranks):
-        i = pointer[r]
-        while i < len(ops) and (r, i) in skip:
-            i += 1
-        if i < len(ops):
-            dep = dependency(problem, ops[i], backward)
-            assert dep is not None  # an op without a dependency never blocks
-            stuck[r] = (i, dep)
+        pointer[r], free_at[r] = i, t
+    stuck: dict[int, tuple[int, int]] = {}
+    for dep, blocked in waiters.items():
+        for r in blocked:
+            stuck[r] = (pointer[r], dep)
     return start, end, stuck
 
 
-def _deadlocks(ranks: list[list[Op]], position: dict[Op, tuple[int, int]],
-               stuck: dict[int, tuple[int, Op]]) -> list[Violation]:
+def _op_of(problem: Problem, x: int) -> Op:
+    block = problem.num_stages * problem.num_microbatches
+    k, sj = divmod(x, block)
+    s, j = divmod(sj, problem.num_microbatches)
+    return Op(KINDS[k], s, j)
+
+
+def _deadlocks(problem: Problem, ranks: list[list[Op]], where: list[int],
+               stuck: dict[int, tuple[int, int]]) -> list[Violation]:
     """Name the cycles among blocked ranks: each head waits for an op behind another head."""
     found: list[Violation] = []
     seen: set[int] = set()
@@ -262,61 +314,73 @@ def _deadlocks(ranks: list[list[Op]], position: dict[Op, tuple[int, int]],
         r: int | None = first
         while r is not None and r in stuck and r not in seen and r not in path:
             path.append(r)
-            where = position.get(stuck[r][1])
-            r = where[0] if where else None  # a missing op is reported as missing
+            located = where[stuck[r][1]]
+            r = located >> 32 if located != _NO_OP else None  # missing: reported as such
         if r is not None and r in path:
             for q in path[path.index(r):]:
                 head, dep = stuck[q]
-                dep_rank, dep_pos = position[dep]
-                blocker = ranks[dep_rank][stuck[dep_rank][0]]
+                dep_rank, dep_pos = divmod(where[dep], 1 << 32)
+                blocker_pos = stuck[dep_rank][0]
                 found.append(Violation(
                     "deadlock", f"deadlock: {ranks[q][head]} (rank {q} position {head}) waits "
-                    f"for {dep} (rank {dep_rank} position {dep_pos}), which is queued behind "
-                    f"{blocker} (rank {dep_rank} position {stuck[dep_rank][0]})", q, head))
+                    f"for {_op_of(problem, dep)} (rank {dep_rank} position {dep_pos}), which "
+                    f"is queued behind {ranks[dep_rank][blocker_pos]} (rank {dep_rank} "
+                    f"position {blocker_pos})", q, head))
         seen.update(path)
     return found
 
 
-def _check_memory(problem: Problem, ranks: list[list[Op]], skip: set[tuple[int, int]],
+def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
                   violations: list[Violation]) -> tuple[float, ...]:
     """Peak of each rank's memory prefix sums; flags the first op over the limit."""
+    S, m = problem.num_stages, problem.num_microbatches
+    block = S * m
+    delta = [problem.m_b, tuple(w - b for b, w in zip(problem.m_b, problem.m_w, strict=True)),
+             tuple(-w for w in problem.m_w), tuple(-b for b in problem.m_b)]
     peaks = []
-    for r, ops in enumerate(ranks):
+    for r, row in enumerate(ids):
         held = peak = 0.0
-        limit = problem.memory_limit[r]
+        limit = problem.memory_limit[r] + _MEMORY_EPS
         flagged = False
-        for i, op in enumerate(ops):
-            if (r, i) in skip:
+        for i, x in enumerate(row):
+            if x == _NO_OP:
                 continue
-            held += memory_delta(problem, op)
+            k, sj = divmod(x, block)
+            held += delta[k][sj // m]
             if held > peak:
                 peak = held
-            if held > limit + _MEMORY_EPS and not flagged:
-                flagged = True
-                violations.append(Violation(
-                    "memory", f"rank {r} holds {held:g} > memory_limit {limit:g} after {op} "
-                    f"(position {i})", r, i))
+                if held > limit and not flagged:
+                    flagged = True
+                    violations.append(Violation(
+                        "memory", f"rank {r} holds {held:g} > memory_limit "
+                        f"{problem.memory_limit[r]:g} after {ranks[r][i]} (position {i})",
+                        r, i))
         peaks.append(peak)
     return tuple(peaks)
 
 
 def _metrics(problem: Problem, ranks: list[list[Op]], start: list[list[float | None]],
              end: list[list[float | None]], peak: tuple[float, ...]) -> Metrics:
-    spans, busy = [], []
+    spans = []
     first, last = float("inf"), float("-inf")
     for r, ops in enumerate(ranks):
         if not ops:
             spans.append(0.0)
-            busy.append(0.0)
             continue
         s0, e1 = start[r][0], end[r][-1]
         assert s0 is not None and e1 is not None
         spans.append(e1 - s0)
-        busy.append(sum(duration(problem, op) for op in ops))
         first, last = min(first, s0), max(last, e1)
+    # A complete schedule runs every op of a rank's stages: its busy time is the profile's.
+    busy = problem.busy_per_rank
     cost = max(spans)
-    makespan = last - first if ranks else 0.0
-    bubble = (cost - max(busy)) / cost if cost > 0 else 0.0
-    idle = tuple((sp - b) / sp if sp > 0 else 0.0 for sp, b in zip(spans, busy, strict=True))
-    return Metrics(cost, makespan, bubble, peak, problem.simple_lower_bound, tuple(spans),
-                   tuple(busy), idle)
+    makespan = last - first if first <= last else 0.0
+    # A span is never shorter than the rank's op time; the two sums round differently,
+    # so a rank without idle time would otherwise read -2e-16.
+    bubble = max(0.0, (cost - max(busy)) / cost) if cost > 0 else 0.0
+    idle = tuple(max(0.0, (sp - b) / sp) if sp > 0 else 0.0
+                 for sp, b in zip(spans, busy, strict=True))
+    bound = lower_bound(problem)
+    if cost < bound <= cost * (1 + 1e-12):
+        bound = cost  # the bound's sums round differently from the timeline's
+    return Metrics(cost, makespan, bubble, peak, bound, tuple(spans), busy, idle)

@@ -35,8 +35,8 @@ def order_grid(order: Sequence[Sequence[Op]], violations: Sequence[Violation] = 
     for r, ops in enumerate(order):
         cells = []
         for i in range(lo, min(hi, len(ops))):
-            star = "*" if (r, i) in marked else " "
-            cells.append(f"{_cell(ops[i], multi):<{width}}{star}")
+            text = ("*" if (r, i) in marked else "") + _cell(ops[i], multi)
+            cells.append(f"{text:<{width + 1}}")
         row = f"{'rank ' + str(r):<{label}} | " + "".join(cells).rstrip()
         mine = [v for v in violations if v.rank == r]
         if mine:

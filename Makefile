@@ -1,0 +1,35 @@
+# The README's two commands: `make run` (the main job) and `make test` (what CI runs).
+# Both build a virtual environment in .venv from scratch when it is missing or stale.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# Solve the paper's 1.5B configuration (p=8, m=24) at 1p and 2p memory and draw both.
+run: $(STAMP)
+	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --svg out/gpt1.5b-p8-m24-1p.svg \
+		-o out/gpt1.5b-p8-m24-1p.json
+	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --memory-limit 16 \
+		--svg out/gpt1.5b-p8-m24-2p.svg -o out/gpt1.5b-p8-m24-2p.json
+
+lint: $(STAMP)
+	$(BIN)/ruff check solver api runtime_adapter benchmarks tests
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.bubble_table
+
+clean:
+	rm -rf $(VENV) out

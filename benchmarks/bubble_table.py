@@ -1,0 +1,139 @@
+"""Bubble rates of the paper's configurations, like its Table 5, measured by our simulator.
+
+Run: ``python -m benchmarks.bubble_table [--profiles DIR] [--out DIR] [--repeat N]``.
+For every ``gpt*`` profile (the paper's Table 3 configurations) it solves 1F1B and ZB-H1
+at 1p memory (the profile's limit, p*m_b), ZB-H2 at 2p, and the heuristic at 1p and 2p;
+prints a Markdown table with the paper's ZB-1p/ZB-2p figures beside ours, the peak
+memory and the solve time (best of N runs) of each method, and writes it as Markdown
+and CSV under ``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import time
+from pathlib import Path
+
+from solver.profile import Profile, parse_profile
+from solver.schedule import Schedule
+from solver.solve import solve
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The paper's Table 5 (Qi et al. 2024), per (model, m): 1F1B, ZB-H1, ZB-H2, ZB-1p, ZB-2p.
+PAPER_TABLE5 = {
+    ("gpt1.5b", 24): (0.2431, 0.1585, 0.1083, 0.1585, 0.0433),
+    ("gpt1.5b", 32): (0.1985, 0.1242, 0.0837, 0.1242, 0.0039),
+    ("gpt1.5b", 64): (0.1240, 0.0674, 0.0444, 0.0674, 0.0026),
+    ("gpt6.2b", 24): (0.2347, 0.1323, 0.0698, 0.1323, 0.0029),
+    ("gpt6.2b", 32): (0.1898, 0.1045, 0.0559, 0.1045, 0.0022),
+    ("gpt6.2b", 64): (0.1091, 0.0554, 0.0294, 0.0554, 0.0010),
+    ("gpt14.6b", 48): (0.2552, 0.1397, 0.0672, 0.1397, 0.0066),
+    ("gpt14.6b", 64): (0.2082, 0.1088, 0.0516, 0.1088, 0.0054),
+    ("gpt14.6b", 128): (0.1251, 0.0576, 0.0266, 0.0576, 0.0028),
+    ("gpt28.3b", 96): (0.2646, 0.1421, 0.0641, 0.1421, 0.0038),
+    ("gpt28.3b", 128): (0.2168, 0.1106, 0.0490, 0.1106, 0.0029),
+    ("gpt28.3b", 256): (0.1352, 0.0594, 0.0257, 0.0594, 0.0018),
+}
+
+# (column, method, memory multiple of the profile's 1p limit)
+RUNS = [("1F1B", "1f1b", 1), ("ZB-H1", "zb-h1", 1), ("ZB-H2", "zb-h2", 2),
+        ("heur-1p", "heuristic", 1), ("heur-2p", "heuristic", 2)]
+
+
+def with_limit_multiple(profile: Profile, multiple: float) -> Profile:
+    data = profile.model_dump()
+    if data["memory_limit"] is not None:
+        limit = data["memory_limit"]
+        data["memory_limit"] = [x * multiple for x in limit] if isinstance(limit, list) \
+            else limit * multiple
+    return parse_profile(data)
+
+
+def timed_solve(profile: Profile, method: str, repeat: int) -> tuple[Schedule, float]:
+    best = float("inf")
+    schedule = None
+    for _ in range(repeat):
+        began = time.perf_counter()
+        schedule = solve(profile, method)
+        best = min(best, time.perf_counter() - began)
+    assert schedule is not None
+    return schedule, best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", default=str(ROOT / "profiles"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--repeat", type=int, default=3, help="runs per solve; best is kept")
+    args = parser.parse_args()
+
+    rows = []
+    for path in sorted(Path(args.profiles).glob("gpt*.json"), key=_paper_order):
+        base = parse_profile(json.loads(path.read_text()))
+        model = base.label.split("-")[0]
+        paper = PAPER_TABLE5.get((model, base.num_microbatches))
+        row: dict[str, object] = {"config": base.label, "p": base.num_ranks,
+                                  "m": base.num_microbatches}
+        for column, method, multiple in RUNS:
+            schedule, seconds = timed_solve(with_limit_multiple(base, multiple), method,
+                                            args.repeat)
+            assert schedule.metrics is not None
+            row[column] = round(schedule.metrics.bubble_rate, 4)
+            row[f"{column} cost"] = round(schedule.metrics.cost, 3)
+            row[f"{column} mem"] = round(max(schedule.metrics.peak_memory), 3)
+            row[f"{column} ms"] = round(seconds * 1000, 1)
+        if paper:
+            row["paper 1F1B"], row["paper ZB-1p"], row["paper ZB-2p"] = \
+                paper[0], paper[3], paper[4]
+        row["heur-1p <= ZB-H1"] = row["heur-1p cost"] <= row["ZB-H1 cost"]  # type: ignore[operator]
+        row["heur-2p <= ZB-H2"] = row["heur-2p cost"] <= row["ZB-H2 cost"]  # type: ignore[operator]
+        rows.append(row)
+
+    columns = list(rows[0].keys())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "bubble_table.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    markdown = _markdown(rows)
+    (out / "bubble_table.md").write_text(markdown)
+    print(markdown)
+
+
+def _markdown(rows: list[dict[str, object]]) -> str:
+    head = ["config", "1F1B", "paper", "ZB-H1", "ZB-H2", "heur-1p", "paper ZB-1p", "heur-2p",
+            "paper ZB-2p", "peak mem 1p / 2p", "heuristic ms 1p / 2p", "1F1B / ZB-H1 / ZB-H2 ms",
+            "<= ZB-H1, ZB-H2"]
+    machine = platform.processor() or platform.machine()
+    lines = [
+        f"Bubble rates (simulated, DESIGN.md cost model); machine: {machine}, Python "
+        f"{platform.python_version()}. 1p = the profile's limit (p*m_b), 2p = twice it.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in rows:
+        lines.append("| " + " | ".join(str(x) for x in [
+            r["config"], r["1F1B"], r.get("paper 1F1B", ""), r["ZB-H1"], r["ZB-H2"],
+            r["heur-1p"], r.get("paper ZB-1p", ""), r["heur-2p"], r.get("paper ZB-2p", ""),
+            f"{r['heur-1p mem']} / {r['heur-2p mem']}",
+            f"{r['heur-1p ms']} / {r['heur-2p ms']}",
+            f"{r['1F1B ms']} / {r['ZB-H1 ms']} / {r['ZB-H2 ms']}",
+            f"{'yes' if r['heur-1p <= ZB-H1'] else 'NO'}, "
+            f"{'yes' if r['heur-2p <= ZB-H2'] else 'NO'}"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _paper_order(path: Path) -> tuple[float, int]:
+    name = path.stem  # gpt1.5b-p8-m24
+    model, _, micro = name.split("-")
+    return float(model[3:-1]), int(micro[1:])
+
+
+if __name__ == "__main__":
+    main()
