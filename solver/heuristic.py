@@ -9,8 +9,9 @@ One build is the paper's recipe for one choice of knobs:
    order (each F's input is then already timed) and the B of microbatch i in reverse
    stage order (each B's gradient is then already timed). Before an op whose input
    arrives later than the rank is free, Ws fill the gap: every W that fits, and one more
-   that overruns it when the gap is at least ``fill`` of a W. Before an F, Ws also run
-   while the F would break the memory limit.
+   that overruns it when the gap is at least ``fill`` of a W (or, with ``balance``, when
+   idling would make this stage the most idle one). Before an F, Ws also run while the
+   F would break the memory limit.
 3. Cool-down: the remaining Ws, in microbatch order.
 
 Because every op is placed after its dependency, a build times itself exactly as the
@@ -60,6 +61,7 @@ class Knobs:
     warmup: tuple[int, ...]
     fill: float
     cooldown: int = COOLDOWN_GREEDY
+    balance: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,9 +95,11 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     """The best order the heuristic finds for `problem`, by `objective` (cost or makespan).
 
     The search builds every warm-up family of `warmup_candidates` with the first fill
-    threshold, then refines the best warm-up over the other fill thresholds and the
-    cool-down rule; the 1F1B capped at what the memory limit allows, ZB-H1 and ZB-H2 are
-    candidates too where they fit the limit. The lowest objective wins (ties: the first).
+    threshold; for the best warm-up it tries the other fill thresholds, the bubble
+    balance and the cool-down rules; then it moves the warm-up count of one stage at a
+    time while that helps (within `REFINE_BUDGET_OPS`). The 1F1B capped at what the
+    memory limit allows, ZB-H1 and ZB-H2 are candidates too where they fit the limit.
+    The lowest objective wins (ties: the first found).
 
     Raises:
         ProfileError: for more than one chunk per rank (the heuristic is single-chunk).
@@ -116,9 +120,10 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
         if better(candidate, best):
             best, best_warmup = candidate, warmup
     best_knobs = Knobs(best_warmup, FILL_CHOICES[0])
-    for fill in FILL_CHOICES:
+    variants = [(fill, False) for fill in FILL_CHOICES] + [(FILL_CHOICES[0], True)]
+    for fill, balance in variants:
         for cooldown in (COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST):
-            knobs = Knobs(best_warmup, fill, cooldown)
+            knobs = Knobs(best_warmup, fill, cooldown, balance)
             if knobs != best_knobs:
                 candidate = build(problem, knobs)
                 if better(candidate, best):
@@ -126,14 +131,15 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     # Coordinate descent on the per-stage warm-up counts, within a budget of ops built
     # so that the answer does not depend on the machine's speed.
     budget = REFINE_BUDGET_OPS // (3 * problem.num_stages * problem.num_microbatches)
+    caps = memory_caps(problem)
     improved = True
     while improved and budget > 0:
         improved = False
-        for warmup in _neighbours(best_knobs.warmup, memory_caps(problem)):
+        for warmup in _neighbours(best_knobs.warmup, caps):
             if budget <= 0:
                 break
             budget -= 1
-            knobs = Knobs(warmup, best_knobs.fill, best_knobs.cooldown)
+            knobs = Knobs(warmup, best_knobs.fill, best_knobs.cooldown, best_knobs.balance)
             candidate = build(problem, knobs)
             if better(candidate, best):
                 best, best_knobs, improved = candidate, knobs, True
@@ -247,7 +253,9 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
     t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w
     limit = problem.memory_limit
-    fill, cooldown = knobs.fill, knobs.cooldown
+    fill, cooldown, balance = knobs.fill, knobs.cooldown, knobs.balance
+    idle = [0.0] * p  # per stage, idle time since its first F
+    most_idle = [0.0]  # the largest of `idle`, kept as it only grows
     free = [0.0] * p
     first = [0.0] * p
     mem = [0.0] * p
@@ -281,9 +289,21 @@ def build(problem: Problem, knobs: Knobs) -> Build:
                 threshold = 1.0 if backlog_fits else 0.0
         while num_w[j] < num_b[j]:
             gap = ready - free[j]
-            if gap <= _EPS or (gap < t_w[j] - _EPS and gap < threshold * t_w[j]):
+            if gap <= _EPS:
                 return
+            if gap < t_w[j] - _EPS:  # the W would overrun the gap
+                if balance and threshold > 0.0:
+                    if gap <= most_idle[0] - idle[j]:
+                        return
+                elif gap < threshold * t_w[j]:
+                    return
             run_w(j)
+
+    def wait(j: int, start: float) -> None:
+        if start > free[j]:
+            idle[j] += start - free[j]
+            if idle[j] > most_idle[0]:
+                most_idle[0] = idle[j]
 
     def put_f(j: int) -> None:
         x = num_f[j]
@@ -295,6 +315,8 @@ def build(problem: Problem, knobs: Knobs) -> Build:
         start = free[j] if free[j] > ready else ready
         if x == 0:
             first[j] = start
+        else:
+            wait(j, start)
         free[j] = f_end[j][x] = start + t_f[j]
         mem[j] += m_b[j]
         num_f[j] = x + 1
@@ -305,6 +327,7 @@ def build(problem: Problem, knobs: Knobs) -> Build:
         ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
         fill_gap(j, ready)
         start = free[j] if free[j] > ready else ready
+        wait(j, start)
         free[j] = b_end[j][x] = start + t_b[j]
         mem[j] += m_w[j] - m_b[j]
         num_b[j] = x + 1

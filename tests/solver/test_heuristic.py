@@ -28,7 +28,7 @@ PAPER_ZB = {
 # heuristic must then meet the lower bound instead (the closing note explains why).
 BELOW_OPTIMUM = {("gpt1.5b-p8-m24", 1), ("gpt28.3b-p32-m96", 1), ("gpt28.3b-p32-m128", 1)}
 # The one cell the heuristic does not reach (needs the exact solver): its bubble, pinned.
-SHORT_OF_PAPER = {("gpt1.5b-p8-m24", 2): 0.0446}
+SHORT_OF_PAPER = {("gpt1.5b-p8-m24", 2): 0.0440}
 
 
 def load(path: Path, multiple: float = 1.0) -> Profile:
