@@ -85,6 +85,16 @@ class Schedule(BaseModel):
         """The per-rank op orders, without times."""
         return [[x.op for x in rank] for rank in self.ranks]
 
+    def require_times(self) -> None:
+        """Raise ValueError naming the first op without a start or end (views need times)."""
+        for r, rank in enumerate(self.ranks):
+            for i, op in enumerate(rank):
+                if op.start is None or op.end is None:
+                    raise ValueError(f"rank {r} op {i} ({op.kind}{op.microbatch} stage "
+                                     f"{op.stage}) has no start/end; time the orders first "
+                                     "with schedule_from_orders(profile, schedule.orders(), "
+                                     "method)")
+
 
 def schedule_from_orders(profile: Profile, orders: list[list[Op]], method: str, *,
                          status: Status = "heuristic", wall_s: float = 0.0,

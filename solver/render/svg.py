@@ -55,7 +55,7 @@ def render_svg(schedule: Schedule) -> str:
         ValueError: when an op has no start or end (re-time the orders with
             ``schedule_from_orders`` first).
     """
-    _require_times(schedule)
+    schedule.require_times()
     profile = schedule.profile
     rank_to_stages = profile.problem.rank_to_stages
     num_chunks = profile.num_chunks
@@ -198,22 +198,13 @@ def _text_colour(fill: str) -> str:
     return "#111111" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#ffffff"
 
 
-def _require_times(schedule: Schedule) -> None:
-    for r, rank in enumerate(schedule.ranks):
-        for i, op in enumerate(rank):
-            if op.start is None or op.end is None:
-                raise ValueError(f"rank {r} op {i} ({op.kind}{op.microbatch} stage {op.stage}) "
-                                 "has no start/end; time the orders first with "
-                                 "schedule_from_orders(profile, schedule.orders(), method)")
-
-
 def _start(op: ScheduledOp) -> float:
-    assert op.start is not None  # checked by _require_times
+    assert op.start is not None  # checked by Schedule.require_times
     return op.start
 
 
 def _end(op: ScheduledOp) -> float:
-    assert op.end is not None  # checked by _require_times
+    assert op.end is not None  # checked by Schedule.require_times
     return op.end
 
 

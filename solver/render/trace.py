@@ -38,12 +38,10 @@ def render_trace(schedule: Schedule) -> dict[str, Any]:
         # Without a sort index viewers order tracks by name, putting rank 10 before rank 2.
         events.append({"name": "thread_sort_index", "ph": "M", "pid": _PID, "tid": r,
                        "args": {"sort_index": r}})
+    schedule.require_times()
     for r, rank in enumerate(schedule.ranks):
-        for i, op in enumerate(rank):
-            if op.start is None or op.end is None:
-                raise ValueError(f"rank {r} op {i} ({op.kind}{op.microbatch} stage {op.stage}) "
-                                 "has no start/end; time the orders first with "
-                                 "schedule_from_orders(profile, schedule.orders(), method)")
+        for op in rank:
+            assert op.start is not None and op.end is not None  # required above
             events.append({
                 "name": op.op.cell(with_stage=multi_stage), "cat": op.kind, "ph": "X",
                 "pid": _PID, "tid": r,
