@@ -14,13 +14,14 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.profile import Profile, load_profile, parse_profile, read_json
 from solver.render.grid import order_grid, time_grid
 from solver.schedule import Schedule, parse_schedule, schedule_from_simulation
 from solver.simulator import simulate
-from solver.solve import HEURISTIC, OBJECTIVES, methods, solve
+from solver.solve import BACKENDS, HEURISTIC, ILP, OBJECTIVES, ExactOptions, methods, solve
 
 log = logging.getLogger("ppsched")
 
@@ -48,12 +49,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the message, not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ppsched", description="Pipeline-parallel schedules: Zero Bubble and classics, "
         "simulated and validated under the DESIGN.md cost model.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
 
     p = sub.add_parser("solve", help="solve a profile and print its summary")
     p.add_argument("profile", help="profile JSON (DESIGN.md section 2)")
@@ -64,6 +73,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-limit", metavar="X", type=_memory_limit, default=_KEEP,
                    help="override the profile's memory_limit: a number, or 'none'")
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule JSON")
+    exact = p.add_argument_group("exact refinement (--method ilp)")
+    exact.add_argument("--time-limit", metavar="S", type=float, default=10.0,
+                       help="seconds the exact search may take (default 10)")
+    exact.add_argument("--workers", metavar="N", type=int, default=2,
+                       help="CP-SAT search workers (default 2)")
+    exact.add_argument("--backend", choices=BACKENDS, default="cpsat",
+                       help="cpsat (default) or milp (the paper's ILP via PuLP; small cases)")
+    exact.add_argument("--milp-solver", metavar="NAME",
+                       help="a PuLP solver for --backend milp (default: bundled CBC)")
+    exact.add_argument("--free-order", action="store_true",
+                       help="let B and W run out of microbatch order (default: FIFO, "
+                       "the paper's model)")
     _add_view_options(p)
     p.set_defaults(run=_cmd_solve)
 
@@ -110,7 +131,11 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     if args.memory_limit is not _KEEP:
         profile = _with_limit(profile, args.memory_limit)
-    schedule = solve(profile, args.method, args.objective)
+    options = ExactOptions(backend=args.backend, time_limit_s=args.time_limit,
+                           workers=args.workers, fifo=not args.free_order,
+                           milp_solver=args.milp_solver)
+    schedule = solve(profile, args.method, args.objective, exact=options,
+                     on_progress=_print_progress if args.method == ILP else None)
     print(summary(schedule))
     _write_outputs(args, schedule)
     return 0
@@ -183,10 +208,19 @@ def summary(schedule: Schedule) -> str:
         f"cost         {m.cost:.4f}   (makespan {m.makespan:.4f})",
         f"bubble rate  {m.bubble_rate:.4f}",
         f"peak memory  {peaks}   (limit {limit_text})",
-        f"lower bound  {m.lower_bound:.4f}   (gap {info.gap:.2%})",
+        f"lower bound  {m.lower_bound:.4f}   (gap {info.gap:.2%})"
+        + (f"   [{info.backend}, {'FIFO' if info.fifo else 'free B/W'} orders]"
+           if info.backend else ""),
         f"wall time    {info.wall_s:.3f} s",
     ]
     return "\n".join(lines)
+
+
+def _print_progress(point: tuple[float, float, float]) -> None:
+    seconds, best, bound = point
+    gap = (best - bound) / best if best > 0 else 0.0
+    print(f"  {seconds:7.2f} s   best {best:.4f}   bound {bound:.4f}   gap {gap:.2%}",
+          file=sys.stderr, flush=True)
 
 
 def _with_limit(profile: Profile, limit: float | None) -> Profile:

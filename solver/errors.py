@@ -11,7 +11,7 @@ from typing import Any
 
 
 class ProfileError(ValueError):
-    """A profile (or solve option) a user handed in is not acceptable.
+    """A profile, schedule file or solve option a user handed in is not acceptable.
 
     Attributes:
         field: dotted name of the offending field, e.g. ``t_b`` or ``memory_limit[3]``.
@@ -23,7 +23,7 @@ class ProfileError(ValueError):
         self.field = field
         self.value = value
         self.accepted = accepted
-        super().__init__(f"profile field '{field}': got {_short(value)}; expected {accepted}")
+        super().__init__(f"invalid '{field}': got {_short(value)}; expected {accepted}")
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,13 @@ class SolverInfo(BaseModel):
     bound: float
     gap: float = Field(description="(objective - bound) / objective.")
     wall_s: float
+    backend: str | None = Field(None, description="Exact backend of method ilp.")
+    fifo: bool | None = Field(
+        None, description="Whether the exact model kept each op kind in microbatch order "
+        "per stage (its bound holds over those orders).")
+    progress: list[list[float]] | None = Field(
+        None, description="Exact search: [seconds, best objective, bound] at each "
+        "improvement.")
 
 
 class Schedule(BaseModel):

@@ -1,14 +1,17 @@
 """Solving: a profile and a method in, a validated, timed Schedule out.
 
 The one entry point the CLI (and later the service) calls. Methods are the registry's
-named schedules and ``heuristic`` (the Zero Bubble heuristic with its knob search).
+named schedules, ``heuristic`` (the Zero Bubble heuristic with its knob search) and
+``ilp`` (the heuristic refined by an exact model: CP-SAT, or a MILP through PuLP).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from solver.errors import ProfileError, ScheduleInvalid
+from solver.exact import ExactResult, ProgressFn
 from solver.generators import REGISTRY, get_generator
 from solver.heuristic import zb_heuristic
 from solver.profile import Profile
@@ -17,19 +20,59 @@ from solver.schedule import Schedule, schedule_from_simulation
 from solver.simulator import simulate
 
 HEURISTIC = "heuristic"
+ILP = "ilp"
 OBJECTIVES = ("cost", "makespan")
+BACKENDS = ("cpsat", "milp")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExactOptions:
+    """How the ``ilp`` method searches."""
+
+    backend: str = "cpsat"
+    """``cpsat`` (OR-Tools CP-SAT) or ``milp`` (the paper's ILP through PuLP/CBC)."""
+    time_limit_s: float = 10.0
+    """Wall-clock limit of the exact search; the answer is the best found by then."""
+    workers: int = 2
+    """CP-SAT search workers (threads)."""
+    fifo: bool = True
+    """Each op kind in microbatch order per stage (the paper's model); False frees the
+    order of B and W."""
+    milp_solver: str | None = None
+    """A PuLP solver name for the MILP backend (default: the bundled CBC)."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ProfileError("backend", self.backend, " or ".join(BACKENDS))
+        if not self.time_limit_s > 0:
+            raise ProfileError("time_limit", self.time_limit_s, "a number of seconds > 0")
+        if self.workers < 1:
+            raise ProfileError("workers", self.workers, "an integer >= 1")
 
 
 def methods() -> dict[str, str]:
     """Method name -> one-line description, for listings and error messages."""
-    listing = {HEURISTIC: "Zero Bubble heuristic (paper section 3.1) with a search over its "
-               "warm-up and W-fill knobs; honours per-stage times, t_comm and memory_limit"}
+    listing = {
+        HEURISTIC: "Zero Bubble heuristic (paper section 3.1) with a search over its "
+        "warm-up and W-fill knobs; honours per-stage times, t_comm and memory_limit",
+        ILP: "the heuristic refined by an exact model (CP-SAT, or the paper's MILP via "
+        "PuLP), with a proven bound and gap; anytime within --time-limit",
+    }
     listing.update({name: gen.summary for name, gen in sorted(REGISTRY.items())})
     return listing
 
 
-def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost") -> Schedule:
+def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
+          exact: ExactOptions | None = None, on_progress: ProgressFn | None = None,
+          ) -> Schedule:
     """Build the schedule `method` makes for `profile`, validated by the simulator.
+
+    Args:
+        profile: the validated profile.
+        method: ``heuristic``, ``ilp`` or a registry name (see `methods`).
+        objective: ``cost`` (largest per-rank span) or ``makespan``.
+        exact: options of the ``ilp`` method.
+        on_progress: for ``ilp``, called with (seconds, best objective, bound).
 
     Raises:
         ProfileError: unknown method or objective, a shape the method does not support,
@@ -38,13 +81,18 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost") ->
     """
     if objective not in OBJECTIVES:
         raise ProfileError("objective", objective, " or ".join(OBJECTIVES))
-    if method != HEURISTIC and method not in REGISTRY:
+    if method not in (HEURISTIC, ILP) and method not in REGISTRY:
         raise ProfileError("method", method, "one of " + ", ".join(methods()))
     began = time.perf_counter()
     problem = profile.problem
-    if method == HEURISTIC:
+    refined: ExactResult | None = None
+    if method in (HEURISTIC, ILP):
         orders = zb_heuristic(problem, objective).orders
         name = "zb-heuristic"
+        if method == ILP:
+            refined = refine(profile, orders, objective, exact or ExactOptions(), on_progress)
+            assert refined.orders is not None  # a valid profile always admits a schedule
+            orders, name = refined.orders, f"ilp-{refined.backend}"
     else:
         orders = get_generator(method)(problem)
         name = method
@@ -58,5 +106,28 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost") ->
                            f"method that fits the limit, such as '{HEURISTIC}'")
     if sim.violations:
         raise ScheduleInvalid(sim.violations, order_grid(sim.order, sim.violations))
-    return schedule_from_simulation(profile, sim, name, status="heuristic", wall_s=wall_s,
-                                    objective=objective)
+    schedule = schedule_from_simulation(
+        profile, sim, name, status=refined.status if refined else "heuristic",
+        wall_s=wall_s, objective=objective, bound=refined.bound if refined else None)
+    if refined is not None and schedule.solver is not None:
+        # Extra fields (DESIGN.md section 4 allows them): how the search went.
+        schedule.solver.backend = refined.backend
+        schedule.solver.fifo = (exact or ExactOptions()).fifo
+        schedule.solver.progress = [list(p) for p in refined.progress]
+    return schedule
+
+
+def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
+           on_progress: ProgressFn | None = None) -> ExactResult:
+    """Run the chosen exact backend from `hint`; the result is never worse than it."""
+    problem = profile.problem
+    if options.backend == "milp":
+        from solver.milp import solve_milp  # PuLP is imported only when asked for
+
+        return solve_milp(problem, hint, objective=objective,
+                          time_limit_s=options.time_limit_s, fifo=options.fifo,
+                          solver_name=options.milp_solver, on_progress=on_progress)
+    from solver.cpsat import solve_cpsat  # OR-Tools is imported only when asked for
+
+    return solve_cpsat(problem, hint, objective=objective, time_limit_s=options.time_limit_s,
+                       workers=options.workers, fifo=options.fifo, on_progress=on_progress)

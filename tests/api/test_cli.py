@@ -144,3 +144,29 @@ def test_methods_and_schemas() -> None:
     profile_schema = json.loads(ppsched("schema", "profile").stdout)
     assert {"t_f", "t_b", "t_w", "m_b", "m_w", "memory_limit"} <= set(
         profile_schema["properties"])
+
+
+def test_ilp_shows_progress_and_final_status(tmp_path: Path) -> None:
+    out = tmp_path / "ilp.json"
+    result = ppsched("solve", "profiles/gpt1.5b-p8-m24.json", "--memory-limit", "16",
+                     "--method", "ilp", "--time-limit", "10", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "best 1152.3000" in result.stderr and "bound" in result.stderr  # progress
+    assert "ilp-cpsat (optimal)" in result.stdout
+    assert "gap 0.00%" in result.stdout and "[cpsat, FIFO orders]" in result.stdout
+    schedule = json.loads(out.read_text())
+    assert schedule["solver"]["status"] == "optimal"
+    assert schedule["solver"]["backend"] == "cpsat" and schedule["solver"]["fifo"] is True
+    assert schedule["metrics"]["lower_bound"] == pytest.approx(schedule["metrics"]["cost"])
+
+
+@pytest.mark.parametrize("args", [
+    ("--backend", "gurobi-please"),
+    ("--time-limit", "0"),
+    ("--workers", "0"),
+    ("--time-limit", "soon"),
+])
+def test_bad_ilp_options_are_one_line(args: tuple[str, ...]) -> None:
+    result = ppsched("solve", "profiles/uniform-p4-m8.json", "--method", "ilp", *args)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -1,0 +1,249 @@
+"""The exact model on OR-Tools CP-SAT, warm-started from the heuristic.
+
+One interval per op, no overlap per rank, the cost model's precedences with latency
+across ranks, memory per rank as a reservoir, the largest per-rank span (or the makespan)
+minimised. Build and solve are kept apart (`build_model`, `solve_cpsat`); figures come
+from re-timing the answer with the simulator (`solver.exact.finish`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from solver.bounds import lower_bound
+from solver.exact import (
+    ExactResult,
+    Orders,
+    Progress,
+    ProgressFn,
+    Scaled,
+    finish,
+    first_start_ticks,
+    infeasible_result,
+    orders_from_starts,
+    scale,
+    split_fused,
+)
+from solver.ops import Op
+from solver.profile import Problem
+
+log = logging.getLogger(__name__)
+
+KINDS = ("F", "B", "W")
+
+
+@dataclass
+class Model:
+    """A built CP-SAT model and the handles needed to read and hint it."""
+
+    model: cp_model.CpModel
+    start: dict[Op, cp_model.IntVar]
+    objective: cp_model.IntVar
+    scaled: Scaled
+
+
+def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
+                upper_ticks: int, objective: str = "cost", fifo: bool = True,
+                bound_cut: bool = True) -> Model:
+    """The CP-SAT model of `problem` (single and multi-chunk alike: ranks are data).
+
+    Args:
+        scaled: the problem in integer ticks and memory units.
+        hint_ticks: start of each op in the hint, timed in ticks (list scheduling).
+        upper_ticks: the hint's objective in ticks; no better solution exceeds it.
+        objective: ``cost`` (largest per-rank span) or ``makespan``.
+        fifo: each op kind runs in microbatch order on each stage (the paper's ILP);
+            False frees the B and W orders (F stays in order: it fixes each rank's
+            first op, see `first_start_ticks`).
+        bound_cut: add the memory-aware lower bound as a cut on the objective.
+    """
+    model = cp_model.CpModel()
+    S, m = problem.num_stages, problem.num_microbatches
+    duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w}
+    first = first_start_ticks(problem, scaled)
+    rank_of = problem.stage_to_rank
+    # Every op of rank r lies in [first[r], first[r] + upper] for the cost objective, and
+    # in [0, upper] for the makespan (rank 0 starts at 0).
+    window = [(f, f + upper_ticks) if objective == "cost" else (0, upper_ticks)
+              for f in first]
+
+    # Intervals.
+    start: dict[Op, cp_model.IntVar] = {}
+    end: dict[Op, cp_model.LinearExpr] = {}
+    intervals: list[list[cp_model.IntervalVar]] = [[] for _ in range(problem.num_ranks)]
+    for kind in KINDS:
+        for s in range(S):
+            lo, hi = window[rank_of[s]]
+            d = duration[kind][s]
+            for j in range(m):
+                op = Op(kind, s, j)  # type: ignore[arg-type]
+                var = model.new_int_var(lo, max(lo, hi - d), f"start_{kind}_{s}_{j}")
+                start[op] = var
+                end[op] = var + d
+                intervals[rank_of[s]].append(
+                    model.new_fixed_size_interval_var(var, d, f"{kind}_{s}_{j}"))
+    for rank_intervals in intervals:
+        model.add_no_overlap(rank_intervals)
+
+    # Precedences (DESIGN.md section 3), with the latency across ranks.
+    for s in range(S):
+        for j in range(m):
+            if s > 0:
+                model.add(start[Op("F", s, j)] >= end[Op("F", s - 1, j)] + scaled.comm[s - 1])
+            if s < S - 1:
+                model.add(start[Op("B", s, j)] >= end[Op("B", s + 1, j)] + scaled.comm[s])
+            else:
+                model.add(start[Op("B", s, j)] >= end[Op("F", s, j)])
+            model.add(start[Op("W", s, j)] >= end[Op("B", s, j)])
+    # Microbatch order per stage: for F always (it fixes each rank's first op and breaks
+    # the symmetry of identical microbatches); for B and W only in the FIFO model.
+    for kind in KINDS if fifo else ("F",):
+        for s in range(S):
+            for j in range(m - 1):
+                model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])  # type: ignore[arg-type]
+    # The first op of each rank starts as early as list scheduling would start it.
+    for r, stages in enumerate(problem.rank_to_stages):
+        model.add(start[Op("F", min(stages), 0)] == first[r])
+
+    # Memory: F holds m_b from its start; B gives back m_b - m_w at its end, W the rest.
+    for r, stages in enumerate(problem.rank_to_stages):
+        limit = scaled.limit[r]
+        if limit is None:
+            continue
+        times, changes = [], []
+        for s in stages:
+            for j in range(m):
+                times += [start[Op("F", s, j)], end[Op("B", s, j)], end[Op("W", s, j)]]
+                changes += [scaled.m_b[s], scaled.m_w[s] - scaled.m_b[s], -scaled.m_w[s]]
+        model.add_reservoir_constraint(times, changes, 0, limit)
+
+    # Objective.
+    goal = model.new_int_var(0, upper_ticks, objective)
+    last_ops = [Op("W", s, j) for s in range(S) for j in (range(m) if not fifo else [m - 1])]
+    for op in last_ops:
+        offset = first[rank_of[op.stage]] if objective == "cost" else 0
+        model.add(goal >= end[op] - offset)
+    # A valid cut: no schedule beats the proven lower bound (in ticks, rounded down and
+    # widened by the scaling tolerance).
+    if bound_cut:
+        floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
+        model.add(goal >= math.floor(floor + 1e-6))
+    model.minimize(goal)
+
+    # Hints.
+    for op, var in start.items():
+        model.add_hint(var, hint_ticks[op])
+    model.add_hint(goal, upper_ticks)
+    return Model(model, start, goal, scaled)
+
+
+def hint_timing(problem: Problem, scaled: Scaled, orders: Orders) -> tuple[dict[Op, int],
+                                                                           int, int]:
+    """List-schedule `orders` in ticks: start of each op, the cost and the makespan."""
+    duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w}
+    start: dict[Op, int] = {}
+    end: dict[Op, int] = {}
+    pointer = [0] * len(orders)
+    free = [0] * len(orders)
+    first = [0] * len(orders)
+    last = problem.num_stages - 1
+    progress = True
+    while progress:  # orders are valid (the hint is simulated first): this terminates
+        progress = False
+        for r, ops in enumerate(orders):
+            while pointer[r] < len(ops):
+                kind, s, j = op = ops[pointer[r]]
+                if kind == "F":
+                    dep = (Op("F", s - 1, j), scaled.comm[s - 1]) if s > 0 else None
+                elif kind == "W":
+                    dep = (Op("B", s, j), 0)
+                elif s == last:
+                    dep = (Op("F", s, j), 0)
+                else:
+                    dep = (Op("B", s + 1, j), scaled.comm[s])
+                if dep is not None and dep[0] not in end:
+                    break
+                begin = max(free[r], end[dep[0]] + dep[1]) if dep else free[r]
+                if pointer[r] == 0:
+                    first[r] = begin
+                start[op] = begin
+                end[op] = free[r] = begin + duration[kind][s]
+                pointer[r] += 1
+                progress = True
+    cost = max(free[r] - first[r] for r in range(len(orders)))
+    return start, cost, max(free) - min(first)
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    """Records (seconds, objective, bound) at each solution, in profile time units."""
+
+    def __init__(self, scaled: Scaled, began: float, on_progress: ProgressFn | None) -> None:
+        super().__init__()
+        self.scaled, self.began, self.on_progress = scaled, began, on_progress
+        self.trace: list[Progress] = []
+        self.lock = threading.Lock()
+
+    def on_solution_callback(self) -> None:
+        point = (time.perf_counter() - self.began,
+                 self.scaled.time_units(self.objective_value),
+                 self.scaled.time_units(self.best_objective_bound))
+        with self.lock:
+            self.trace.append(point)
+        if self.on_progress is not None:
+            self.on_progress(point)
+
+
+def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
+                time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                on_progress: ProgressFn | None = None) -> ExactResult:
+    """Refine `hint` with CP-SAT within the time limit; never worse than the hint.
+
+    Args:
+        problem: the resolved profile.
+        hint: a valid schedule (e.g. the heuristic's) that seeds and floors the search.
+        objective: ``cost`` or ``makespan``.
+        time_limit_s: wall-clock limit of the search.
+        workers: CP-SAT search workers (threads).
+        fifo: restrict to microbatch order per op kind (the paper's formulation).
+        on_progress: called with (seconds, objective, bound) at each new solution.
+    """
+    began = time.perf_counter()
+    infeasible = infeasible_result(problem, "cpsat", began)
+    if infeasible is not None:
+        return infeasible
+    scaled = scale(problem)
+    hint = split_fused(hint)
+    hint_ticks, hint_cost, hint_makespan = hint_timing(problem, scaled, hint)
+    upper = hint_cost if objective == "cost" else hint_makespan
+    built = build_model(problem, scaled, hint_ticks, upper, objective, fifo)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter()
+                                                                       - began))
+    solver.parameters.num_workers = workers
+    # Measured (benchmarks/solver_quality.py): expanding each reservoir into ordering
+    # literals costs seconds of presolve probing per rank and found nothing better; the
+    # propagator on start times with the heuristic's hint and the lower-bound cut proves
+    # the FIFO optimum of the paper's configurations in well under a second.
+    solver.parameters.expand_reservoir_constraints = False
+    callback = _Progress(scaled, began, on_progress)
+    status = solver.solve(built.model, callback)
+    log.info("cp-sat %s in %.2f s: objective %s bound %s", solver.status_name(status),
+             solver.wall_time, solver.objective_value, solver.best_objective_bound)
+    candidate = None
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        starts = {op: float(solver.value(var)) for op, var in built.start.items()}
+        candidate = orders_from_starts(problem, starts)
+        bound_ticks = solver.best_objective_bound
+    else:
+        bound_ticks = 0.0
+    bound = scaled.time_units(bound_ticks) * (1 - scaled.time_tolerance)
+    # The model's optimum is exact only up to the time scaling: "optimal" within it.
+    return finish(problem, "cpsat", objective, hint, candidate, bound,
+                  proven=status == cp_model.OPTIMAL and scaled.time_tolerance == 0.0,
+                  began=began, progress=callback.trace)

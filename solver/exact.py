@@ -1,0 +1,232 @@
+"""Exact refinement: the shared frame of the CP-SAT and MILP backends.
+
+A backend gets a `Problem` scaled to integers (`Scaled`), a hint, a time limit, and
+returns start times; this module turns those into per-rank orders, re-times them with
+the simulator (the only source of figures), keeps the hint when it is not beaten, and
+reports status, objective, proven bound, gap and wall time (`ExactResult`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from solver.bounds import lower_bound
+from solver.ops import Op
+from solver.profile import Problem
+from solver.schedule import Status
+from solver.simulator import simulate
+
+Orders = list[list[Op]]
+# (seconds since start, best objective so far, best bound so far), in profile time units.
+Progress = tuple[float, float, float]
+ProgressFn = Callable[[Progress], None]
+
+# Relative error the time scaling may add to a span (see `Scaled.time_tolerance`).
+TIME_TOLERANCE = 1e-4
+_MAX_DECIMALS = 6
+_MAX_SCALE = 10**12  # ticks per time unit; beyond, the tolerance is stated as it is
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """A problem's times and memory as integers, and how exact that is.
+
+    Attributes:
+        time_scale: integer ticks per profile time unit.
+        time_tolerance: bound on the relative error of any span from rounding times
+            (0 when every time is a whole number of ticks).
+        f, b, w: op durations in ticks per stage (at least 1 tick, so starts on a rank
+            are distinct and the order is read off the start times).
+        comm: latency in ticks per stage boundary (s, s+1), 0 on the same rank.
+        memory_scale: integer units per profile memory unit.
+        m_b, m_w, limit: memory in those units (exact, or rounded so that no model
+            solution breaks the real limit: allocations up, limits down).
+    """
+
+    time_scale: int
+    time_tolerance: float
+    f: tuple[int, ...]
+    b: tuple[int, ...]
+    w: tuple[int, ...]
+    comm: tuple[int, ...]
+    memory_scale: int
+    m_b: tuple[int, ...]
+    m_w: tuple[int, ...]
+    limit: tuple[int | None, ...]
+
+    def ticks(self, time_units: float) -> int:
+        return round(time_units * self.time_scale)
+
+    def time_units(self, ticks: float) -> float:
+        return ticks / self.time_scale
+
+
+def scale(problem: Problem) -> Scaled:
+    """Scale a problem to integers: exactly when its numbers have few decimals.
+
+    Times: the smallest power of ten (up to 10^6) that makes every time a whole number;
+    otherwise a power of ten that keeps the rounding small. Either way an op of zero time
+    becomes one tick (so starts on a rank are distinct). The error on any span is at most
+    half a tick per rounded op or latency and one tick per zero-time op along a path of
+    the precedence graph, and a path visits each op and boundary at most once: the scale
+    grows until that error is within `TIME_TOLERANCE` of the lower bound, and the
+    tolerance left is stated (0 when the scaling is exact). Memory: exact when possible,
+    else rounded so that no model solution breaks the real limit.
+    """
+    times = [*problem.t_f, *problem.t_b, *problem.t_w, *problem.t_comm]
+    m = problem.num_microbatches
+    num_ops = 3 * problem.num_stages * m
+    num_zero = m * sum(1 for t in (*problem.t_f, *problem.t_b, *problem.t_w) if t == 0)
+    exact_scale = _exact_scale(times)
+    # Error in ticks along the longest possible path: ops and latencies rounded by at
+    # most half a tick each (none when exact), zero-time ops stretched by a tick.
+    num_latencies = 2 * (problem.num_stages - 1) * m  # F down and B up, per boundary
+    error_ticks = num_zero + (0.0 if exact_scale else 0.5 * (num_ops + num_latencies))
+    floor = max(problem.simple_lower_bound, 1e-12)
+    time_scale = exact_scale or 1
+    while error_ticks / (time_scale * floor) > TIME_TOLERANCE and time_scale < _MAX_SCALE:
+        time_scale *= 10
+    tolerance = error_ticks / (time_scale * floor)
+    comm = tuple(0 if problem.stage_to_rank[s] == problem.stage_to_rank[s + 1]
+                 else round(problem.t_comm[s] * time_scale)
+                 for s in range(problem.num_stages - 1))
+    memory = [*problem.m_b, *problem.m_w, *(x for x in problem.memory_limit
+                                              if math.isfinite(x))]
+    memory_scale = _exact_scale(memory) or 10 ** _MAX_DECIMALS
+    exact_memory = _exact_scale(memory) is not None
+    rounding_up = round if exact_memory else math.ceil
+    return Scaled(
+        time_scale=time_scale, time_tolerance=tolerance,
+        f=tuple(max(1, round(x * time_scale)) for x in problem.t_f),
+        b=tuple(max(1, round(x * time_scale)) for x in problem.t_b),
+        w=tuple(max(1, round(x * time_scale)) for x in problem.t_w),
+        comm=comm, memory_scale=memory_scale,
+        m_b=tuple(int(rounding_up(x * memory_scale)) for x in problem.m_b),
+        # m_w frees memory at W but holds it from B: rounded up, it only over-counts.
+        m_w=tuple(min(int(rounding_up(x * memory_scale)), int(rounding_up(y * memory_scale)))
+                  for x, y in zip(problem.m_w, problem.m_b, strict=True)),
+        limit=tuple(None if not math.isfinite(x) else int(
+            round(x * memory_scale) if exact_memory else math.floor(x * memory_scale))
+            for x in problem.memory_limit),
+    )
+
+
+def _exact_scale(values: Sequence[float]) -> int | None:
+    """The smallest 10^k (k <= 6) making every value whole, or None."""
+    for k in range(_MAX_DECIMALS + 1):
+        factor = 10 ** k
+        if all(abs(x * factor - round(x * factor)) <= 1e-9 * max(1.0, abs(x * factor))
+               for x in values):
+            return factor
+    return None
+
+
+def first_start_ticks(problem: Problem, scaled: Scaled) -> list[int]:
+    """Per rank, when its first op starts in any order with Fs in microbatch order.
+
+    The first op of a rank is F(s0, 0), s0 its lowest stage; it has no predecessor on its
+    rank, so list scheduling starts it as soon as microbatch 0 arrives: the sum of the
+    F times and latencies of the stages before s0 (ranks hold their stages' F(., 0) first
+    for the same reason). A model must fix this start: letting it slide later would
+    shorten the span it optimises below what the simulator measures.
+    """
+    arrival = [0] * problem.num_stages
+    for s in range(1, problem.num_stages):
+        arrival[s] = arrival[s - 1] + scaled.f[s - 1] + scaled.comm[s - 1]
+    return [arrival[min(stages)] for stages in problem.rank_to_stages]
+
+
+def split_fused(orders: Orders) -> Orders:
+    """The same orders with each fused BW written as B then W (the exact models split it;
+    the timing of the order is unchanged)."""
+    return [[x for op in ops for x in ((op._replace(kind="B"), op._replace(kind="W"))
+                                       if op.kind == "BW" else (op,))] for ops in orders]
+
+
+def orders_from_starts(problem: Problem, start_of: dict[Op, float]) -> Orders:
+    """Per-rank orders: each rank's ops sorted by start time (ties: F, B, W order)."""
+    kind_rank = {"F": 0, "B": 1, "W": 2, "BW": 1}
+    orders: Orders = [[] for _ in range(problem.num_ranks)]
+    for op in start_of:
+        orders[problem.stage_to_rank[op.stage]].append(op)
+    for ops in orders:
+        ops.sort(key=lambda op: (start_of[op], kind_rank[op.kind], op.microbatch))
+    return orders
+
+
+@dataclass
+class ExactResult:
+    """What an exact backend found, with every figure re-timed by the simulator.
+
+    Attributes:
+        status: ``optimal`` (proven, within the time-scaling tolerance), ``feasible``
+            (better than the hint, not proven), ``heuristic`` (nothing better than the
+            hint in time), ``infeasible`` (no schedule fits the memory limit), or
+            ``timeout`` (no schedule at all in time).
+        orders: the best per-rank orders (None when infeasible or timed out).
+        objective: their simulated objective (cost or makespan).
+        bound: the best proven lower bound on the objective (profile time units).
+        wall_s: seconds spent.
+        min_feasible_limit: when infeasible, the smallest memory limit per rank that
+            admits a schedule.
+        progress: (seconds, best objective, bound) each time either improved.
+        backend: ``cpsat`` or ``milp``.
+    """
+
+    status: Status
+    orders: Orders | None
+    objective: float | None
+    bound: float
+    wall_s: float
+    backend: str
+    min_feasible_limit: tuple[float, ...] | None = None
+    progress: list[Progress] = field(default_factory=list)
+
+    @property
+    def gap(self) -> float:
+        if self.objective is None or self.objective <= 0:
+            return 0.0
+        return max(0.0, (self.objective - self.bound) / self.objective)
+
+
+def infeasible_result(problem: Problem, backend: str, began: float) -> ExactResult | None:
+    """The `infeasible` result when the limit is below what one microbatch needs."""
+    need = problem.min_memory_per_rank
+    if all(limit >= x - 1e-9 for limit, x in zip(problem.memory_limit, need, strict=True)):
+        return None
+    return ExactResult("infeasible", None, None, math.inf, time.perf_counter() - began,
+                       backend, min_feasible_limit=need)
+
+
+def finish(problem: Problem, backend: str, objective: str, hint: Orders,
+           candidate: Orders | None, solver_bound: float, proven: bool, began: float,
+           progress: list[Progress]) -> ExactResult:
+    """Re-time the backend's answer, keep the hint unless beaten, and set the status.
+
+    Args:
+        candidate: the backend's best orders, or None if it found none.
+        solver_bound: the backend's proven bound, in profile time units.
+        proven: the backend proved its answer optimal.
+    """
+    hint_sim = simulate(problem, hint)
+    assert hint_sim.ok and hint_sim.metrics is not None, "the hint must be valid"
+    best_orders, best = hint, hint_sim.metrics.objective(objective)
+    improved = False
+    if candidate is not None:
+        sim = simulate(problem, candidate)
+        if sim.ok and sim.metrics is not None and \
+                sim.metrics.objective(objective) < best - 1e-9:
+            best_orders, best = candidate, sim.metrics.objective(objective)
+            improved = True
+    bound = max(lower_bound(problem), solver_bound)
+    bound = min(bound, best)  # scaling: a bound a hair above the re-timed best is the best
+    status: Status
+    if proven or best - bound <= 1e-9 * max(1.0, best):
+        status = "optimal"
+    else:
+        status = "feasible" if improved else "heuristic"
+    return ExactResult(status, best_orders, best, bound, time.perf_counter() - began,
+                       backend, progress=progress)
