@@ -21,6 +21,8 @@ only the winner is re-timed and validated by the simulator.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import math
 from collections.abc import Iterator
@@ -62,6 +64,7 @@ class Knobs:
     fill: float
     cooldown: int = COOLDOWN_GREEDY
     balance: bool = False
+    b_first_when_capped: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,9 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     """The best order the heuristic finds for `problem`, by `objective` (cost or makespan).
 
     The search builds every warm-up family of `warmup_candidates` with the first fill
-    threshold; for the best warm-up it tries the other fill thresholds, the bubble
-    balance and the cool-down rules; then it moves the warm-up count of one stage at a
+    threshold (and, where memory caps neighbouring stages alike, with those stages taking
+    B before F); for the best it tries the other fill thresholds, the bubble balance and
+    the cool-down rules; then it moves the warm-up count of one stage at a
     time while that helps (within `REFINE_BUDGET_OPS`). The 1F1B capped at what the
     memory limit allows, ZB-H1 and ZB-H2 are candidates too where they fit the limit.
     The lowest objective wins (ties: the first found).
@@ -114,16 +118,23 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
             candidate.objective(objective) < incumbent.objective(objective) - _EPS
 
     best: Build | None = None
-    best_warmup: tuple[int, ...] = ()
+    best_knobs = Knobs((), FILL_CHOICES[0])
+    caps = memory_caps(problem)
+    # Below 1F1B's memory (some stage cannot hold the p - j microbatches 1F1B has in
+    # flight there), stages capped alike may take B before F: try both there.
+    below_1f1b = any(cap < problem.num_ranks - j for j, cap in enumerate(caps))
     for warmup in dict.fromkeys(warmup_candidates(problem)):  # unique, in order
-        candidate = build(problem, Knobs(warmup, FILL_CHOICES[0]))
-        if better(candidate, best):
-            best, best_warmup = candidate, warmup
-    best_knobs = Knobs(best_warmup, FILL_CHOICES[0])
+        capped = below_1f1b and any(a == b for a, b in itertools.pairwise(warmup))
+        for b_first in (False, True) if capped else (False,):
+            knobs = Knobs(warmup, FILL_CHOICES[0], b_first_when_capped=b_first)
+            candidate = build(problem, knobs)
+            if better(candidate, best):
+                best, best_knobs = candidate, knobs
     variants = [(fill, False) for fill in FILL_CHOICES] + [(FILL_CHOICES[0], True)]
     for fill, balance in variants:
         for cooldown in (COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST):
-            knobs = Knobs(best_warmup, fill, cooldown, balance)
+            knobs = dataclasses.replace(best_knobs, fill=fill, cooldown=cooldown,
+                                        balance=balance)
             if knobs != best_knobs:
                 candidate = build(problem, knobs)
                 if better(candidate, best):
@@ -131,7 +142,6 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     # Coordinate descent on the per-stage warm-up counts, within a budget of ops built
     # so that the answer does not depend on the machine's speed.
     budget = REFINE_BUDGET_OPS // (3 * problem.num_stages * problem.num_microbatches)
-    caps = memory_caps(problem)
     improved = True
     while improved and budget > 0:
         improved = False
@@ -139,7 +149,7 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
             if budget <= 0:
                 break
             budget -= 1
-            knobs = Knobs(warmup, best_knobs.fill, best_knobs.cooldown, best_knobs.balance)
+            knobs = dataclasses.replace(best_knobs, warmup=warmup)
             candidate = build(problem, knobs)
             if better(candidate, best):
                 best, best_knobs, improved = candidate, knobs, True
@@ -339,13 +349,45 @@ def build(problem: Problem, knobs: Knobs) -> Build:
             put_f(j)
     # Step 2 (main step): wave i = one F per stage down the pipeline, then B of
     # microbatch i up the pipeline.
-    for i in range(m):
-        if i > 0:
+    b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
+               for j in range(p)]
+    if not any(b_first):
+        for i in range(m):
+            if i > 0:
+                for j in range(p):
+                    if num_f[j] < m:
+                        put_f(j)
+            for j in range(p - 1, -1, -1):
+                put_b(j)
+    else:
+        # A stage with as many warm-up Fs as the one before it (both capped by memory)
+        # takes its B before its F in each wave: with F first, its B would wait for its
+        # F, which waits for the previous stage's F of the same wave, which waits for
+        # that stage's previous B; every wave would then cost two Fs and two Bs.
+        for i in range(m):
+            todo = [["B"] if i == 0 else (["B", "F"] if b_first[j] else ["F", "B"])
+                    for j in range(p)]
             for j in range(p):
-                if num_f[j] < m:
-                    put_f(j)
-        for j in range(p - 1, -1, -1):
-            put_b(j)
+                if num_f[j] >= m and "F" in todo[j]:
+                    todo[j].remove("F")
+            left = sum(map(len, todo))
+            while left:
+                placed = left
+                for j in range(p):
+                    while todo[j]:
+                        if todo[j][0] == "F":
+                            if j > 0 and num_f[j - 1] <= num_f[j]:
+                                break
+                            put_f(j)
+                        else:
+                            x = num_b[j]
+                            if (num_f[j] if j == p - 1 else num_b[j + 1]) <= x:
+                                break
+                            put_b(j)
+                        todo[j].pop(0)
+                        left -= 1
+                if left == placed:  # no stage could move: this knob deadlocks here
+                    return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)")
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
