@@ -40,9 +40,8 @@ def run_exact(kind: str, profile: Profile, hint: list, time_limit_s: float,
 def row_for(profile: Profile, multiple: float, kind: str, heuristic_cost: float,
             heuristic_s: float, result: ExactResult) -> dict[str, object]:
     improved = [t for t, best, _ in result.progress if best < heuristic_cost - 1e-6]
-    best_at = next((t for t, best, _ in result.progress
-                    if result.objective is not None and best <= result.objective + 1e-6),
-                   None)
+    # The trace gains a point at each improvement: its last point is the best solution.
+    best_at = result.progress[-1][0] if result.progress else None
     problem = profile.problem
     busy = problem.simple_lower_bound
     return {

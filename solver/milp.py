@@ -38,6 +38,7 @@ from solver.exact import (
     infeasible_result,
     orders_from_starts,
     scale,
+    split_fused,
 )
 from solver.ops import Op
 from solver.profile import Problem
@@ -339,6 +340,7 @@ def solve_milp(problem: Problem, hint: Orders, *, objective: str = "cost",
         raise ProfileError("backend", "milp", f"'cpsat' for this problem: the MILP takes at "
                            f"most {MAX_OPS} ops (p*v*m*3) and this one has {num_ops}")
     scaled = scale(problem)
+    hint = split_fused(hint)
     hint_ticks, hint_cost, hint_makespan = hint_timing(problem, scaled, hint)
     upper = hint_cost if objective == "cost" else hint_makespan
     model, end = build_milp(problem, scaled, hint_ticks, upper, objective, fifo)

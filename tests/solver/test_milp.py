@@ -249,3 +249,17 @@ def test_zero_time_ops_never_yield_a_wrong_proven_optimum() -> None:
         assert result.objective == 14.0
         assert result.bound <= 14.0 and not math.isinf(result.bound)
         assert result.status in ("optimal", "feasible")
+
+
+@pytest.mark.parametrize("backend", ["milp", "cpsat"])
+def test_a_hint_with_fused_backward_is_accepted(backend: str) -> None:
+    # Below 1F1B's memory the heuristic's best can be the capped 1F1B, which fuses B and
+    # W into BW: both backends take such a hint.
+    from solver.generators.classic import one_f_one_b_capped
+
+    problem = _problem(3, 2, 1)
+    hint = one_f_one_b_capped(problem, 1)
+    assert any(op.kind == "BW" for ops in hint for op in ops)
+    solve = solve_milp if backend == "milp" else solve_cpsat
+    result = solve(problem, hint, time_limit_s=10)
+    assert result.orders is not None and simulate(problem, result.orders).ok
