@@ -44,6 +44,8 @@ class Scaled:
         memory_scale: integer units per profile memory unit.
         m_b, m_w, limit: memory in those units (exact, or rounded so that no model
             solution breaks the real limit: allocations up, limits down).
+        memory_exact: whether memory scaled exactly; if not, the model is stricter than
+            the problem, so its bound and its optimality prove nothing.
     """
 
     time_scale: int
@@ -56,6 +58,19 @@ class Scaled:
     m_b: tuple[int, ...]
     m_w: tuple[int, ...]
     limit: tuple[int | None, ...]
+    memory_exact: bool = True
+
+    @property
+    def exact(self) -> bool:
+        """The model is the problem itself: its optimum and bound hold for the problem."""
+        return self.time_tolerance == 0.0 and self.memory_exact
+
+    def bound_in_time_units(self, bound_ticks: float) -> float:
+        """A model bound as a bound on the problem: widened by the time tolerance, and
+        worthless (0) when memory was rounded, since the model is then stricter."""
+        if not self.memory_exact:
+            return 0.0
+        return self.time_units(bound_ticks) * (1 - self.time_tolerance)
 
     def ticks(self, time_units: float) -> int:
         return round(time_units * self.time_scale)
@@ -111,6 +126,7 @@ def scale(problem: Problem) -> Scaled:
         limit=tuple(None if not math.isfinite(x) else int(
             round(x * memory_scale) if exact_memory else math.floor(x * memory_scale))
             for x in problem.memory_limit),
+        memory_exact=exact_memory,
     )
 
 

@@ -377,12 +377,11 @@ def solve_milp(problem: Problem, hint: Orders, *, objective: str = "cost",
         value = float(pulp.value(model.objective))
         bound_ticks = value if optimal else max(0.0, min(reported or 0.0, value))
         point = (time.perf_counter() - began, scaled.time_units(value),
-                 scaled.time_units(bound_ticks) * (1 - scaled.time_tolerance))
+                 scaled.bound_in_time_units(bound_ticks))
         progress.append(point)
         if on_progress is not None:
             on_progress(point)
-    bound = scaled.time_units(bound_ticks) * (1 - scaled.time_tolerance)
-    # The model's optimum is exact only up to the time scaling: "optimal" within it.
-    return finish(problem, "milp", objective, hint, candidate, bound,
-                  proven=optimal and scaled.time_tolerance == 0.0, began=began,
-                  progress=progress)
+    # The model's optimum is the problem's only when the scaling is exact.
+    return finish(problem, "milp", objective, hint, candidate,
+                  scaled.bound_in_time_units(bound_ticks),
+                  proven=optimal and scaled.exact, began=began, progress=progress)

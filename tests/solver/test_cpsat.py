@@ -132,3 +132,22 @@ def test_paper_configurations_proven_optimal_quickly(name: str, multiple: int) -
     problem = parse_profile(data).problem
     result = solve_cpsat(problem, zb_heuristic(problem).orders, time_limit_s=10, workers=2)
     assert result.status == "optimal" and result.gap == 0.0
+
+
+def test_rounded_memory_proves_nothing() -> None:
+    # m_w = 1/3 has no exact decimal scale: memory is rounded so that every model
+    # solution fits the real limit, which makes the model stricter than the problem; its
+    # bound and optimality then do not carry over.
+    data = {"num_ranks": 2, "num_microbatches": 3, "t_f": 1.0, "t_b": 1.0, "t_w": 1.0,
+            "m_b": 1.0, "m_w": 1 / 3, "memory_limit": 2.0}
+    problem = parse_profile(data).problem
+    scaled = scale(problem)
+    assert not scaled.memory_exact and not scaled.exact
+    assert scaled.bound_in_time_units(10**9) == 0.0
+    result = solve_cpsat(problem, zb_heuristic(problem).orders, time_limit_s=5, workers=1)
+    assert result.orders is not None and simulate(problem, result.orders).ok
+    # Only the problem's own lower bound remains; "optimal" only if the best meets it.
+    from solver.bounds import lower_bound
+
+    assert result.bound == pytest.approx(min(lower_bound(problem), result.objective))
+    assert result.status != "optimal" or result.objective == pytest.approx(result.bound)
