@@ -17,8 +17,8 @@ from pathlib import Path
 from ortools.sat.python import cp_model
 
 from benchmarks.bubble_table import with_limit_multiple
-from solver.cpsat import build_model, hint_timing
-from solver.exact import scale
+from solver.cpsat import build_model
+from solver.exact import hint_timing, scale
 from solver.heuristic import zb_heuristic
 from solver.profile import load_profile
 

@@ -27,8 +27,7 @@ from solver.exact import (
     first_start_ticks,
     infeasible_result,
     orders_from_starts,
-    scale,
-    split_fused,
+    seed,
 )
 from solver.ops import Op
 from solver.profile import Problem
@@ -143,43 +142,6 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     return Model(model, start, goal, scaled)
 
 
-def hint_timing(problem: Problem, scaled: Scaled, orders: Orders) -> tuple[dict[Op, int],
-                                                                           int, int]:
-    """List-schedule `orders` in ticks: start of each op, the cost and the makespan."""
-    duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w}
-    start: dict[Op, int] = {}
-    end: dict[Op, int] = {}
-    pointer = [0] * len(orders)
-    free = [0] * len(orders)
-    first = [0] * len(orders)
-    last = problem.num_stages - 1
-    progress = True
-    while progress:  # orders are valid (the hint is simulated first): this terminates
-        progress = False
-        for r, ops in enumerate(orders):
-            while pointer[r] < len(ops):
-                kind, s, j = op = ops[pointer[r]]
-                if kind == "F":
-                    dep = (Op("F", s - 1, j), scaled.comm[s - 1]) if s > 0 else None
-                elif kind == "W":
-                    dep = (Op("B", s, j), 0)
-                elif s == last:
-                    dep = (Op("F", s, j), 0)
-                else:
-                    dep = (Op("B", s + 1, j), scaled.comm[s])
-                if dep is not None and dep[0] not in end:
-                    break
-                begin = max(free[r], end[dep[0]] + dep[1]) if dep else free[r]
-                if pointer[r] == 0:
-                    first[r] = begin
-                start[op] = begin
-                end[op] = free[r] = begin + duration[kind][s]
-                pointer[r] += 1
-                progress = True
-    cost = max(free[r] - first[r] for r in range(len(orders)))
-    return start, cost, max(free) - min(first)
-
-
 class _Progress(cp_model.CpSolverSolutionCallback):
     """Records (seconds, objective, bound) at each solution, in profile time units."""
 
@@ -217,10 +179,7 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
     infeasible = infeasible_result(problem, "cpsat", began)
     if infeasible is not None:
         return infeasible
-    scaled = scale(problem)
-    hint = split_fused(hint)
-    hint_ticks, hint_cost, hint_makespan = hint_timing(problem, scaled, hint)
-    upper = hint_cost if objective == "cost" else hint_makespan
+    scaled, hint, hint_ticks, upper = seed(problem, hint, objective)
     built = build_model(problem, scaled, hint_ticks, upper, objective, fifo)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter()

@@ -140,6 +140,53 @@ def _exact_scale(values: Sequence[float]) -> int | None:
     return None
 
 
+def hint_timing(problem: Problem, scaled: Scaled, orders: Orders) -> tuple[dict[Op, int],
+                                                                           int, int]:
+    """List-schedule `orders` in ticks: start of each op, the cost and the makespan."""
+    duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w}
+    start: dict[Op, int] = {}
+    end: dict[Op, int] = {}
+    pointer = [0] * len(orders)
+    free = [0] * len(orders)
+    first = [0] * len(orders)
+    last = problem.num_stages - 1
+    progress = True
+    while progress:  # orders are valid (the hint is simulated first): this terminates
+        progress = False
+        for r, ops in enumerate(orders):
+            while pointer[r] < len(ops):
+                kind, s, j = op = ops[pointer[r]]
+                if kind == "F":
+                    dep = (Op("F", s - 1, j), scaled.comm[s - 1]) if s > 0 else None
+                elif kind == "W":
+                    dep = (Op("B", s, j), 0)
+                elif s == last:
+                    dep = (Op("F", s, j), 0)
+                else:
+                    dep = (Op("B", s + 1, j), scaled.comm[s])
+                if dep is not None and dep[0] not in end:
+                    break
+                begin = max(free[r], end[dep[0]] + dep[1]) if dep else free[r]
+                if pointer[r] == 0:
+                    first[r] = begin
+                start[op] = begin
+                end[op] = free[r] = begin + duration[kind][s]
+                pointer[r] += 1
+                progress = True
+    cost = max(free[r] - first[r] for r in range(len(orders)))
+    return start, cost, max(free) - min(first)
+
+
+def seed(problem: Problem, hint: Orders, objective: str,
+         ) -> tuple[Scaled, Orders, dict[Op, int], int]:
+    """What every backend starts from: the scaled problem, the hint with fused BWs split,
+    the hint's start of each op in ticks, and its objective in ticks (an upper bound)."""
+    scaled = scale(problem)
+    hint = split_fused(hint)
+    hint_ticks, cost, makespan = hint_timing(problem, scaled, hint)
+    return scaled, hint, hint_ticks, cost if objective == "cost" else makespan
+
+
 def first_start_ticks(problem: Problem, scaled: Scaled) -> list[int]:
     """Per rank, when its first op starts in any order with Fs in microbatch order.
 

@@ -25,7 +25,6 @@ import ortools.sat.python.cp_model  # noqa: F401
 import pulp
 
 from solver.bounds import lower_bound
-from solver.cpsat import hint_timing
 from solver.errors import ProfileError, SolverError
 from solver.exact import (
     ExactResult,
@@ -37,8 +36,7 @@ from solver.exact import (
     first_start_ticks,
     infeasible_result,
     orders_from_starts,
-    scale,
-    split_fused,
+    seed,
 )
 from solver.ops import Op
 from solver.profile import Problem
@@ -339,10 +337,7 @@ def solve_milp(problem: Problem, hint: Orders, *, objective: str = "cost",
     if num_ops > MAX_OPS:
         raise ProfileError("backend", "milp", f"'cpsat' for this problem: the MILP takes at "
                            f"most {MAX_OPS} ops (p*v*m*3) and this one has {num_ops}")
-    scaled = scale(problem)
-    hint = split_fused(hint)
-    hint_ticks, hint_cost, hint_makespan = hint_timing(problem, scaled, hint)
-    upper = hint_cost if objective == "cost" else hint_makespan
+    scaled, hint, hint_ticks, upper = seed(problem, hint, objective)
     model, end = build_milp(problem, scaled, hint_ticks, upper, objective, fifo)
     limit_s = max(0.05, time_limit_s - (time.perf_counter() - began))
     fd, log_path = tempfile.mkstemp(prefix="ppsched_cbc_", suffix=".log")

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from solver.cpsat import build_model, hint_timing, solve_cpsat
-from solver.exact import orders_from_starts, scale, split_fused
+from solver.cpsat import build_model, solve_cpsat
+from solver.exact import hint_timing, orders_from_starts, scale, split_fused
 from solver.generators.classic import one_f_one_b_capped
 from solver.heuristic import max_in_flight, zb_heuristic
 from solver.profile import parse_profile

@@ -12,9 +12,9 @@ from typing import Any
 import pulp
 import pytest
 
-from solver.cpsat import hint_timing, solve_cpsat
+from solver.cpsat import solve_cpsat
 from solver.errors import ProfileError
-from solver.exact import Orders, scale
+from solver.exact import Orders, hint_timing, scale
 from solver.heuristic import zb_heuristic
 from solver.milp import MAX_OPS, build_milp, solve_milp
 from solver.ops import Op
