@@ -8,6 +8,7 @@ reports status, objective, proven bound, gap and wall time (`ExactResult`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -142,39 +143,19 @@ def _exact_scale(values: Sequence[float]) -> int | None:
 
 def hint_timing(problem: Problem, scaled: Scaled, orders: Orders) -> tuple[dict[Op, int],
                                                                            int, int]:
-    """List-schedule `orders` in ticks: start of each op, the cost and the makespan."""
-    duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w}
-    start: dict[Op, int] = {}
-    end: dict[Op, int] = {}
-    pointer = [0] * len(orders)
-    free = [0] * len(orders)
-    first = [0] * len(orders)
-    last = problem.num_stages - 1
-    progress = True
-    while progress:  # orders are valid (the hint is simulated first): this terminates
-        progress = False
-        for r, ops in enumerate(orders):
-            while pointer[r] < len(ops):
-                kind, s, j = op = ops[pointer[r]]
-                if kind == "F":
-                    dep = (Op("F", s - 1, j), scaled.comm[s - 1]) if s > 0 else None
-                elif kind == "W":
-                    dep = (Op("B", s, j), 0)
-                elif s == last:
-                    dep = (Op("F", s, j), 0)
-                else:
-                    dep = (Op("B", s + 1, j), scaled.comm[s])
-                if dep is not None and dep[0] not in end:
-                    break
-                begin = max(free[r], end[dep[0]] + dep[1]) if dep else free[r]
-                if pointer[r] == 0:
-                    first[r] = begin
-                start[op] = begin
-                end[op] = free[r] = begin + duration[kind][s]
-                pointer[r] += 1
-                progress = True
-    cost = max(free[r] - first[r] for r in range(len(orders)))
-    return start, cost, max(free) - min(first)
+    """List-schedule `orders` in ticks: start of each op, the cost and the makespan.
+
+    The simulator does the timing, on the problem with its times replaced by the scaled
+    integer ones (sums of whole numbers stay exact in floats).
+    """
+    in_ticks = dataclasses.replace(
+        problem, t_f=tuple(map(float, scaled.f)), t_b=tuple(map(float, scaled.b)),
+        t_w=tuple(map(float, scaled.w)), t_comm=tuple(map(float, scaled.comm)))
+    sim = simulate(in_ticks, orders)
+    assert sim.metrics is not None, "the hint must be a complete, deadlock-free order"
+    start = {op: round(t) for ops, times in zip(sim.order, sim.start, strict=True)
+             for op, t in zip(ops, times, strict=True) if t is not None}
+    return start, round(sim.metrics.cost), round(sim.metrics.makespan)
 
 
 def seed(problem: Problem, hint: Orders, objective: str,
