@@ -62,14 +62,20 @@ def test_model_objective_equals_retimed_cost(name: str, fifo: bool) -> None:
     solver.parameters.max_time_in_seconds = 5
     solver.parameters.num_workers = 2
     solver.parameters.expand_reservoir_constraints = False
-    assert solver.solve(built.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    status = solver.solve(built.model)
+    assert status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     orders = orders_from_starts(problem, {op: solver.value(v)
                                           for op, v in built.start.items()})
     sim = simulate(problem, orders)
     assert sim.ok and sim.metrics is not None
     assert scaled.time_tolerance == 0.0
-    assert solver.objective_value / scaled.time_scale == pytest.approx(sim.metrics.cost,
-                                                                       abs=1e-9)
+    model_cost = solver.objective_value / scaled.time_scale
+    if status == cp_model.OPTIMAL:
+        assert model_cost == pytest.approx(sim.metrics.cost, abs=1e-9)
+    else:
+        # Stopped by the time limit on a loaded machine: the solution may leave slack
+        # that the simulator's earliest-start re-timing removes, never the reverse.
+        assert sim.metrics.cost <= model_cost + 1e-9
 
 
 profiles = st.fixed_dictionaries({
