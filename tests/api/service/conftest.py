@@ -36,7 +36,8 @@ EASY = profile("uniform-p4-m8")
 class Server:
     """One `ppsched serve` process."""
 
-    def __init__(self, db_path: Path, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, db_path: Path, env: dict[str, str], log_path: Path,
+                 command: list[str] | None = None, cwd: Path = REPO) -> None:
         self.db_path, self.log_path = db_path, log_path
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -44,9 +45,10 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "PPSCHED_DB_PATH": str(db_path), **env}
         self._log = log_path.open("ab")
+        command = command or [sys.executable, "-m", "api.cli"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--port", str(self.port)],
-            cwd=REPO, env=full_env, stdout=self._log, stderr=subprocess.STDOUT)
+            [*command, "serve", "--port", str(self.port)],
+            cwd=cwd, env=full_env, stdout=self._log, stderr=subprocess.STDOUT)
         self.client = httpx.Client(base_url=self.url, timeout=60)
         self._wait_ready()
 
