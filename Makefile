@@ -6,16 +6,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run example test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[service,test]'
 	touch $(STAMP)
 
-# Solve the paper's 1.5B configuration (p=8, m=24) at 1p and 2p memory and draw both.
+# Start the HTTP service (web page, API, docs at /docs) on HOST:PORT; Ctrl-C stops it.
+HOST ?= 127.0.0.1
+PORT ?= 8000
 run: $(STAMP)
+	$(BIN)/ppsched serve --host $(HOST) --port $(PORT)
+
+# Solve the paper's 1.5B configuration (p=8, m=24) at 1p and 2p memory and draw both.
+example: $(STAMP)
 	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --svg out/gpt1.5b-p8-m24-1p.svg \
 		-o out/gpt1.5b-p8-m24-1p.json
 	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --memory-limit 16 \
@@ -32,4 +38,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bubble_table
 
 clean:
-	rm -rf $(VENV) out
+	rm -rf $(VENV) out ppsched.sqlite3 ppsched.sqlite3-*
