@@ -39,6 +39,11 @@ class ScheduleRequest(BaseModel):
         None, description="Override of the profile's memory_limit: a number, a per-rank "
         "list, or null for no limit; leave it out to keep the profile's.")
     backend: Literal["cpsat", "milp"] = Field("cpsat", description="Exact backend of ilp.")
+    layouts: str | None = Field(
+        None, description="Ways a one-chunk profile's model may be cut, comma-separated: 1 "
+        "(one stage per rank), v (V placement, 2 chunks), loopN (N chunks, loop placement); "
+        "the best wins, e.g. '1,v'. Leave it out to solve the profile as it is.",
+        examples=["1,v,loop2"])
 
 
 class Links(BaseModel):

@@ -13,7 +13,7 @@ from api.service.errors import LimitExceeded
 from api.service.schemas import ScheduleRequest
 from solver.errors import ProfileError
 from solver.profile import Profile, parse_profile
-from solver.solve import ILP, methods
+from solver.solve import ILP, layout_name, methods, parse_layouts
 
 KEY_VERSION = 1  # bump when the same request would give a different schedule
 # Request fields that bound the work, the setting naming each limit, its attribute.
@@ -30,12 +30,16 @@ class SolveSpec:
     objective: str
     time_limit_s: float
     backend: str
+    layouts: str = ""
+    """Canonical layouts (`solver.solve.parse_layouts`), empty for the profile as it is."""
 
     @property
     def key(self) -> str:
         """Content address of the result: the same profile and options, the same id."""
         data: dict[str, Any] = {"v": KEY_VERSION, "profile": self.profile,
                                 "method": self.method, "objective": self.objective}
+        if self.layouts:
+            data["layouts"] = self.layouts
         if self.method == ILP:  # the other methods ignore the exact search's options
             data.update(time_limit_s=self.time_limit_s, backend=self.backend)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -77,9 +81,11 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
     if "memory_limit" in request.model_fields_set:
         data["memory_limit"] = request.memory_limit
     profile = parse_profile_field(data)
+    layouts = ",".join(map(layout_name, parse_layouts(request.layouts))) \
+        if request.layouts else ""
     return SolveSpec(profile=profile.model_dump(mode="json"), method=request.method,
                      objective=request.objective, time_limit_s=request.time_limit_s,
-                     backend=request.backend)
+                     backend=request.backend, layouts=layouts)
 
 
 def parse_profile_field(data: Any, prefix: str = "profile") -> Profile:

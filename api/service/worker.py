@@ -16,7 +16,7 @@ from typing import Any
 
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.profile import parse_profile
-from solver.solve import ILP, ExactOptions, solve
+from solver.solve import ILP, ExactOptions, Layout, parse_layouts, solve
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +43,18 @@ def solve_json(spec: dict[str, Any], cpsat_workers: int) -> tuple[str, Any]:
         profile = parse_profile(spec["profile"])
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
                                workers=cpsat_workers)
-        schedule = solve(profile, spec["method"], spec["objective"], exact=options)
+        schedule = solve(profile, spec["method"], spec["objective"], exact=options,
+                         layouts=_layouts(spec))
     except ProfileError as exc:
         return "profile_error", (exc.field, _plain(exc.value), exc.accepted)
     except ScheduleInvalid as exc:
         return "invalid", str(exc)
     return "ok", schedule.model_dump_json()
+
+
+def _layouts(spec: dict[str, Any]) -> tuple[Layout, ...]:
+    text = spec.get("layouts") or ""
+    return parse_layouts(text) if text else ()
 
 
 def _plain(value: Any) -> Any:
@@ -65,7 +71,7 @@ def run_job(conn: Connection, spec: dict[str, Any], cpsat_workers: int) -> None:
         profile = parse_profile(spec["profile"])
         if spec["method"] == ILP:
             # The exact search starts from the heuristic: its schedule is the best so far.
-            start = solve(profile, "heuristic", spec["objective"])
+            start = solve(profile, "heuristic", spec["objective"], layouts=_layouts(spec))
             conn.send(("incumbent", start.model_dump_json()))
 
         def progress(point: tuple[float, float, float]) -> None:
@@ -74,7 +80,8 @@ def run_job(conn: Connection, spec: dict[str, Any], cpsat_workers: int) -> None:
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
                                workers=cpsat_workers)
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
-                         on_progress=progress if spec["method"] == ILP else None)
+                         on_progress=progress if spec["method"] == ILP else None,
+                         layouts=_layouts(spec))
         conn.send(("done", schedule.model_dump_json()))
     except (ProfileError, ScheduleInvalid) as exc:
         conn.send(("error", str(exc)))

@@ -65,6 +65,19 @@ def test_memory_limit_override(server: Server) -> None:
     assert unlimited.json()["profile"]["memory_limit"] is None
 
 
+def test_layouts_let_the_solver_cut_the_model(server: Server) -> None:
+    # The paper's 1.5B configuration at 1F1B's memory: V placement beats one chunk.
+    one = post(server, {"profile": profile("gpt1.5b-p8-m24")}).json()
+    best = post(server, {"profile": profile("gpt1.5b-p8-m24"), "layouts": "1,v"})
+    assert best.status_code == 200, best.text
+    body = best.json()
+    assert body["profile"]["num_chunks"] == 2 and body["profile"]["placement"] == "v"
+    assert body["metrics"]["cost"] < one["metrics"]["cost"]
+    assert body["id"] != one["id"]  # the layouts are part of the content key
+    bad = post(server, {"profile": EASY, "layouts": "1,w"})
+    assert_error(bad, 422, "layouts")
+
+
 def test_small_ilp_answers_synchronously(server: Server) -> None:
     response = post(server, {"profile": EASY, "method": "ilp", "time_limit_s": 2.0})
     assert response.status_code == 200, response.text
