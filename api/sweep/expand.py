@@ -147,13 +147,14 @@ def _resolve(grid: Grid, base: BaseProfile, point: dict[str, tuple[Axis, int]],
     p = value.get("p", data["num_ranks"])
     memory: Memory | None = value.get("memory_limit")
     if p != data["num_ranks"]:
+        verb = "is a per-stage list"
         lists = [f for f in _LIST_FIELDS if isinstance(data[f], list)
                  and f not in value and not (f == "memory_limit" and memory is not None)]
         if lists:
             raise GridError(grid.path, line_of("p"), f"axis 'p': {p} differs from the "
                             f"{data['num_ranks']} ranks of profile {base.path.name}, whose "
-                            f"{', '.join(lists)} {'is a' if len(lists) == 1 else 'are'} "
-                            "per-stage list; keep p at "
+                            f"{', '.join(lists)} "
+                            f"{verb if len(lists) == 1 else 'are per-stage lists'}; keep p at "
                             f"{data['num_ranks']} for it, or use a profile with scalar values")
     data["num_ranks"] = p
     data["num_microbatches"] = value.get("m", data["num_microbatches"])

@@ -27,6 +27,9 @@ from solver.errors import ProfileError
 
 log = logging.getLogger(__name__)
 
+CONNECT_TIMEOUT_S = 10.0
+"""How long to try reaching a Dask scheduler before giving up."""
+
 
 @dataclass
 class SweepOutcome:
@@ -124,7 +127,7 @@ def _executor(jobs: int | None, scheduler: str | None) -> Iterator[tuple[Executo
         from distributed import Client  # only a Dask sweep needs distributed
 
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
         except (OSError, TimeoutError, ValueError) as exc:
             raise ProfileError("scheduler", scheduler, "the address of a running Dask "
                                f"scheduler, such as tcp://HOST:8786 ({exc})") from None
