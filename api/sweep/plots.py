@@ -2,7 +2,8 @@
 cost vs m per method, and the speed-up over 1F1B as a heat-map over (p, m).
 
 Each figure has one panel per combination of the other configuration columns (at most
-`MAX_PANELS`, the first ones in sweep order); rows a method refused are left out.
+`MAX_PANELS`, the first ones in sweep order); in the line plots a curve is a method at one
+`v`, in one colour throughout; rows a method refused are left out.
 """
 
 from __future__ import annotations
@@ -53,12 +54,13 @@ def _bubble_vs_memory(rows: Sequence[dict[str, Any]]) -> Any:
     return _line_panels(rows, x="memory_ratio", y="bubble_rate",
                         xlabel="memory limit (multiples of p*m_b)", ylabel="bubble rate",
                         title="Bubble rate vs memory limit",
-                        exclude=("memory", "memory_limit", "memory_ratio"))
+                        exclude=("memory", "memory_limit", "memory_ratio", "v", "placement"))
 
 
 def _cost_vs_m(rows: Sequence[dict[str, Any]]) -> Any:
     return _line_panels(rows, x="m", y="cost", xlabel="microbatches m", ylabel="cost",
-                        title="Cost vs m", exclude=("m", "memory_limit", "memory_ratio"))
+                        title="Cost vs m",
+                        exclude=("m", "memory_limit", "memory_ratio", "v", "placement"))
 
 
 def _line_panels(rows: Sequence[dict[str, Any]], *, x: str, y: str, xlabel: str, ylabel: str,
@@ -66,16 +68,22 @@ def _line_panels(rows: Sequence[dict[str, Any]], *, x: str, y: str, xlabel: str,
     panels = _panels(rows, exclude)
     if not any(len({r[x] for r in group}) > 1 for group in panels.values()):
         return None  # a single x value per panel is a dot, not a curve
+    series = list(dict.fromkeys(_series(r) for r in rows))
+    colors = {name: f"C{i % 10}" for i, name in enumerate(series)}
     fig, axes = _grid_of(len(panels))
     for ax, (label, group) in zip(axes, panels.items(), strict=False):
-        for method in dict.fromkeys(r["method"] for r in group):
-            points = sorted((r[x], r[y]) for r in group if r["method"] == method)
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=method)
+        for name in dict.fromkeys(_series(r) for r in group):
+            points = sorted((r[x], r[y]) for r in group if _series(r) == name)
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name,
+                    color=colors[name], linestyle="--" if "v=" in name else "-")
         ax.set_title(label, fontsize=8)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+    # One legend for the figure: the colours mean the same in every panel.
+    handles = {h.get_label(): h for ax in axes for h in ax.get_lines()}
+    fig.legend([handles[n] for n in series if n in handles],
+               [n for n in series if n in handles], loc="outside right upper", fontsize=8)
     fig.suptitle(title + _more(rows, exclude))
     return fig
 
@@ -118,6 +126,12 @@ def _speedup_heatmap(rows: Sequence[dict[str, Any]]) -> Any:
     return fig
 
 
+def _series(row: dict[str, Any]) -> str:
+    """A curve's name: the method, and its chunks per rank when more than one."""
+    v = row.get("v") or 1
+    return row["method"] if v == 1 else f"{row['method']} (v={v}, {row.get('placement')})"
+
+
 def _panels(rows: Sequence[dict[str, Any]], exclude: Sequence[str],
             ) -> dict[str, list[dict[str, Any]]]:
     names = [c for c in config_columns(rows) if c not in exclude]
@@ -139,6 +153,8 @@ def _label(row: dict[str, Any], names: Sequence[str]) -> str:
 
 
 def _text(x: Any) -> str:
+    if x is None:
+        return "-"
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 

@@ -1,8 +1,9 @@
 """The terminal summary of a sweep: the best method per configuration, speed-up over 1F1B.
 
 A configuration is a row's columns other than the method and the results. 1F1B's cost does
-not depend on the memory limit (its order is fixed), so the speed-up of a configuration is
-taken against the 1F1B row of the same configuration at any memory limit it fits.
+not depend on the memory limit (its order is fixed), and comparisons across `v` are made
+for the same model (DESIGN.md section 2), so the speed-up of a configuration is taken
+against the plain 1F1B row of the same model at any memory limit it fits and any `v`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from api.sweep.task import RESULT_FIELDS
 
 REFERENCE = "1f1b"
 _NOT_CONFIG = {"key", "method", "objective", *RESULT_FIELDS}
-_MEMORY = ("memory", "memory_limit", "memory_ratio")
+_NOT_MODEL = ("memory", "memory_limit", "memory_ratio", "v", "placement")
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def best_per_config(rows: Sequence[dict[str, Any]]) -> list[Best]:
     for row in rows:
         groups.setdefault(tuple(row.get(c) for c in names), []).append(row)
         if row["method"] == REFERENCE and row["status"] != "error":
-            reference[_without_memory(row, names)] = row["cost"]
+            reference[_same_model(row, names)] = row["cost"]
     out = []
     for config, group in groups.items():
         ok = [r for r in group if r["status"] != "error"]
@@ -63,7 +64,7 @@ def best_per_config(rows: Sequence[dict[str, Any]]) -> list[Best]:
                         cost=best["cost"] if best else None,
                         bubble_rate=best["bubble_rate"] if best else None,
                         peak_memory=best["peak_memory"] if best else None,
-                        reference_cost=reference.get(_without_memory(group[0], names)),
+                        reference_cost=reference.get(_same_model(group[0], names)),
                         num_errors=len(group) - len(ok)))
     return out
 
@@ -84,7 +85,7 @@ def render_summary(rows: Sequence[dict[str, Any]], *, max_rows: int = 40) -> Any
         ", ".join(constant),
         f"{len(bests) - len(shown)} more configurations in the exports"
         if len(shown) < len(bests) else "",
-        "speed-up: 1F1B's cost / the best cost (1F1B at any memory limit)",
+        "speed-up: 1F1B's cost / the best cost (1F1B of the same model, any memory limit)",
     ]))
     table = Table(title=f"Best method per configuration ({len(bests)})", caption=caption)
     for name in varying:
@@ -101,8 +102,8 @@ def render_summary(rows: Sequence[dict[str, Any]], *, max_rows: int = 40) -> Any
     return table
 
 
-def _without_memory(row: dict[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
-    return tuple(row.get(c) for c in names if c not in _MEMORY)
+def _same_model(row: dict[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(row.get(c) for c in names if c not in _NOT_MODEL)
 
 
 def _text(x: Any) -> str:
