@@ -74,9 +74,10 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         print(f"ppsched: interrupted: {saved} of {outcome.total} rows saved in {output}; "
               "rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
-    _report(args, tasks, output)
+    rows = _report(args, tasks, output)
+    refused = sum(row["status"] == "error" for row in rows)
     print(f"{saved} of {outcome.total} rows in {output} ({outcome.done} solved now, "
-          f"{outcome.skipped} from before; {outcome.errors} refused by their method)")
+          f"{outcome.skipped} from before; {refused} refused by their method)")
     if outcome.lost:
         print(f"ppsched: error: {outcome.lost} rows were lost to failed workers; rerun the "
               "same command to run them", file=sys.stderr)
@@ -84,7 +85,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace, tasks: list[Any], output: Path) -> None:
+def _report(args: argparse.Namespace, tasks: list[Any], output: Path) -> list[dict[str, Any]]:
+    """Print the summary and write the exports of this grid's rows; returns the rows."""
     from rich.console import Console
 
     from api.sweep.exports import unique_rows, write_csv, write_parquet
@@ -96,7 +98,7 @@ def _report(args: argparse.Namespace, tasks: list[Any], output: Path) -> None:
     by_key = {row["key"]: row for row in unique_rows(read_rows(output))}
     rows = [by_key[t.key] for t in tasks if t.key in by_key]
     if not rows:
-        return
+        return rows
     console = Console()
     Console(width=console.width if console.is_terminal else 120).print(
         render_summary(rows, max_rows=args.summary_rows))
@@ -107,3 +109,4 @@ def _report(args: argparse.Namespace, tasks: list[Any], output: Path) -> None:
     if args.plots:
         for path in write_plots(rows, args.plots):
             print(f"wrote {path}")
+    return rows
