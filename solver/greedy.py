@@ -20,6 +20,7 @@ Rules, in order, for a free rank at time t:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -191,9 +192,11 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     (`one_at_a_time`) holds only what any schedule must.
     """
     best: tuple[float, Orders, str] | None = None
+    best_knobs: GreedyKnobs | None = None
 
-    def consider(orders: Orders | None, source: str) -> None:
-        nonlocal best
+    def consider(orders: Orders | None, source: str, knobs: GreedyKnobs | None = None,
+                 ) -> None:
+        nonlocal best, best_knobs
         if orders is None:
             return
         sim = simulate(problem, orders)
@@ -201,12 +204,18 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
             return
         value = sim.metrics.makespan if objective == "makespan" else sim.metrics.cost
         if best is None or value < best[0] - _EPS:
-            best = (value, orders, source)
+            best, best_knobs = (value, orders, source), knobs
 
-    for cap in MEMORY_CAPS if any(map(math.isfinite, problem.memory_limit)) else (1.0,):
-        for deep_first in (True, False):
-            for fill in FILL_CHOICES:
-                consider(greedy_schedule(problem, GreedyKnobs(fill, deep_first, cap)), "greedy")
+    # The fill and priority rules first, with all the memory; then, for the best of them,
+    # holding fewer microbatches in flight (which can shorten the cool-down).
+    for deep_first in (True, False):
+        for fill in FILL_CHOICES:
+            knobs = GreedyKnobs(fill, deep_first)
+            consider(greedy_schedule(problem, knobs), "greedy", knobs)
+    if best_knobs is not None and any(map(math.isfinite, problem.memory_limit)):
+        for cap in MEMORY_CAPS[1:]:
+            knobs = dataclasses.replace(best_knobs, memory_cap=cap)
+            consider(greedy_schedule(problem, knobs), "greedy", knobs)
     for name, generator in sorted(REGISTRY.items()):
         if generator.supports(problem) and problem.num_chunks > 1:
             try:
