@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[service,test]'
+	$(BIN)/python -m pip install --quiet -e '.[service,test,sweep]'
 	touch $(STAMP)
 
 # Start the HTTP service (web page, API, docs at /docs) on HOST:PORT; Ctrl-C stops it.

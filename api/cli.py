@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from api.sweep.command import add_sweep_parser
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.profile import Profile, load_profile, parse_profile, read_json
 from solver.render.grid import order_grid, time_grid
@@ -127,6 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schema of a profile or a schedule")
     p.add_argument("which", choices=("profile", "schedule"))
     p.set_defaults(run=_cmd_schema)
+
+    add_sweep_parser(sub)  # `ppsched sweep GRID.yaml`: api/sweep/
     return parser
 
 

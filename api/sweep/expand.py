@@ -1,0 +1,230 @@
+"""Grid expansion: the cartesian product of profiles and axes, filtered, resolved to tasks.
+
+Each configuration is resolved to a validated profile here, before any work starts, so an
+impossible value is refused with its line. Rules (README "Sweeps"):
+
+- `p` of a profile with per-stage lists cannot change (the lists have one value per
+  stage); scalars can.
+- Order of application: `p`, `m`, field axes (`t_comm: 0.5` sets every boundary), scales
+  (`scale.t_f[-1]: 1.5` multiplies the last stage), the memory limit, then `v`/placement
+  through `solver.chunking.with_chunks` (the same model cut into `v` chunks per rank).
+- A limit `kp` is k times 1F1B's reference memory `p * max(m_b)` of the one-chunk model
+  (the same absolute number for every `v`).
+- For `v = 1` placement does not apply: those rows are made once, with placement null.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from api.sweep.grid import SCALE_FIELDS, Axis, BaseProfile, Grid, GridError, Memory
+from solver.chunking import with_chunks
+from solver.errors import ProfileError
+from solver.profile import Profile, parse_profile
+from solver.solve import ILP
+
+MAX_ROWS = 200_000
+_SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")
+_LIST_FIELDS = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w", "memory_limit")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row to solve: its key, configuration columns, resolved profile and method."""
+
+    key: str
+    config: dict[str, Any]
+    """Result columns that describe the configuration (profile, p, m, v, ...)."""
+    profile: dict[str, Any]
+    """The resolved profile as JSON."""
+    method: str
+    objective: str
+    options: dict[str, Any]
+    """Options of the method that change its answer (e.g. time_limit_s for ilp)."""
+
+
+def expand_grid(grid: Grid, *, time_limit_s: float | None = None) -> list[Task]:
+    """The grid's tasks, in product order, one per distinct key.
+
+    Raises:
+        GridError: an impossible configuration (naming the line of the value that makes
+            it so), more than MAX_ROWS rows, or no rows at all after the filters.
+    """
+    limit_s = time_limit_s if time_limit_s is not None else grid.time_limit_s or 10.0
+    total = len(grid.profiles) * len(grid.methods)
+    for axis in grid.axes:
+        total *= len(axis.values)
+    if total > MAX_ROWS:
+        raise GridError(grid.path, None, f"the grid expands to {total} rows before filters; "
+                        f"at most {MAX_ROWS}: split it into several grids or shorten axes")
+    tasks: dict[str, Task] = {}
+    considered = 0
+    for base in grid.profiles:
+        for values in itertools.product(*(range(len(a.values)) for a in grid.axes)):
+            point = {a.name: (a, i) for a, i in zip(grid.axes, values, strict=True)}
+            config = _config_columns(base, point)
+            rows = []
+            for method in grid.methods:
+                considered += 1
+                names = {**config, "method": method}
+                if all(f.keeps(names) for f in grid.filters):
+                    rows.append(method)
+            if not rows:
+                continue
+            profile, reference = _resolve(grid, base, point)
+            limit = profile.memory_limit
+            config["memory_limit"] = limit if isinstance(limit, float) else None
+            # The limit as a multiple of 1F1B's reference memory p * max(m_b), for plots.
+            config["memory_ratio"] = round(limit / reference, 6) \
+                if isinstance(limit, float) and reference > 0 else None
+            data = profile.model_dump(mode="json")
+            for method in rows:
+                options = {"time_limit_s": limit_s} if method == ILP else {}
+                key = row_key(data, method, grid.objective, options)
+                tasks.setdefault(key, Task(key=key, config=config, profile=data, method=method,
+                                           objective=grid.objective, options=options))
+    if not tasks:
+        where = grid.filters_line if grid.filters else None
+        why = (f"the filters drop all {considered} rows; loosen them" if grid.filters
+               else "nothing to solve")
+        raise GridError(grid.path, where, f"the grid expands to no rows: {why}")
+    return list(tasks.values())
+
+
+def row_key(profile: dict[str, Any], method: str, objective: str,
+            options: dict[str, Any]) -> str:
+    """The resume identity of a row: a hash of what determines its answer."""
+    blob = json.dumps({"profile": profile, "method": method, "objective": objective,
+                       "options": options}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _config_columns(base: BaseProfile, point: dict[str, tuple[Axis, int]]) -> dict[str, Any]:
+    profile = base.profile
+    value = {name: axis.values[i] for name, (axis, i) in point.items()}
+    memory: Memory | None = value.get("memory_limit")
+    t_comm = value.get("t_comm", profile.t_comm)
+    config: dict[str, Any] = {
+        "profile": profile.name or base.path.stem,
+        "p": value.get("p", profile.num_ranks),
+        "m": value.get("m", profile.num_microbatches),
+        "v": value.get("v", 1),
+        "placement": value.get("placement"),
+        "memory": memory.label if memory else _limit_label(profile.memory_limit),
+        "memory_limit": None,  # the absolute limit, known once the profile is resolved
+        "memory_ratio": None,
+        "t_comm": t_comm if not isinstance(t_comm, list) else None,
+    }
+    if config["v"] == 1:
+        config["placement"] = None
+    for name, (axis, i) in point.items():
+        if name not in ("p", "m", "v", "placement", "memory_limit", "t_comm"):
+            config[axis.column] = axis.values[i]
+    return config
+
+
+def _resolve(grid: Grid, base: BaseProfile, point: dict[str, tuple[Axis, int]],
+             ) -> tuple[Profile, float]:
+    """The profile of one configuration, validated, and its reference memory `p*max(m_b)`.
+
+    Raises:
+        GridError: naming the line of the value that makes the configuration impossible.
+    """
+    data: dict[str, Any] = base.profile.model_dump(mode="json")
+    value = {name: axis.values[i] for name, (axis, i) in point.items()}
+
+    def line_of(name: str) -> int:
+        if name in point:
+            axis, i = point[name]
+            return axis.value_lines[i]
+        return base.line
+
+    p = value.get("p", data["num_ranks"])
+    memory: Memory | None = value.get("memory_limit")
+    if p != data["num_ranks"]:
+        verb = "is a per-stage list"
+        lists = [f for f in _LIST_FIELDS if isinstance(data[f], list)
+                 and f not in value and not (f == "memory_limit" and memory is not None)]
+        if lists:
+            raise GridError(grid.path, line_of("p"), f"axis 'p': {p} differs from the "
+                            f"{data['num_ranks']} ranks of profile {base.path.name}, whose "
+                            f"{', '.join(lists)} "
+                            f"{verb if len(lists) == 1 else 'are per-stage lists'}; keep p at "
+                            f"{data['num_ranks']} for it, or use a profile with scalar values")
+    data["num_ranks"] = p
+    data["num_microbatches"] = value.get("m", data["num_microbatches"])
+    for field in SCALE_FIELDS:
+        if field in value:
+            data[field] = value[field]
+    for name, factor in value.items():
+        match = _SCALE.match(name)
+        if match:
+            _scale(grid, data, match["field"], match["stage"], factor, line_of(name))
+    try:
+        one_chunk = parse_profile({**data, "memory_limit": None})
+    except ProfileError as exc:
+        raise _impossible(grid, base, point, exc, line_of) from None
+    reference = p * max(one_chunk.problem.m_b)
+    if memory is not None:
+        if memory.ratio is not None:
+            data["memory_limit"] = memory.ratio * reference
+        else:
+            data["memory_limit"] = memory.absolute
+    try:
+        profile = parse_profile(data)
+        v = value.get("v", 1)
+        profile = with_chunks(profile, v, value.get("placement") if v > 1 else None)
+    except ProfileError as exc:
+        raise _impossible(grid, base, point, exc, line_of) from None
+    return profile, reference
+
+
+def _scale(grid: Grid, data: dict[str, Any], field: str, stage: str | None, factor: float,
+           line: int) -> None:
+    current = data[field]
+    if stage is None:
+        data[field] = ([x * factor for x in current] if isinstance(current, list)
+                       else current * factor)
+        return
+    count = data["num_ranks"] - (1 if field == "t_comm" else 0)
+    index = int(stage)
+    if not -count <= index < count:
+        what = "boundary" if field == "t_comm" else "stage"
+        raise GridError(grid.path, line, f"axis 'scale.{field}[{stage}]': {what} {index} does "
+                        f"not exist at p = {data['num_ranks']} ({count} {what}s: indices "
+                        f"0..{count - 1}, or -1 for the last)")
+    values = list(current) if isinstance(current, list) else [current] * count
+    values[index] *= factor
+    data[field] = values
+
+
+def _impossible(grid: Grid, base: BaseProfile, point: dict[str, tuple[Axis, int]],
+                exc: ProfileError, line_of: Any) -> GridError:
+    field = exc.field.split("[")[0]
+    axis_of = {"num_ranks": "p", "num_microbatches": "m", "num_chunks": "v",
+               "placement": "placement", "memory_limit": "memory_limit"}
+    name = axis_of.get(field, field)
+    scale = next((n for n in point if n.startswith(f"scale.{field}")), None)
+    culprit = name if name in point else scale
+    where = line_of(culprit) if culprit else base.line
+    values = ", ".join(f"{n}={_show(a.values[i])}" for n, (a, i) in point.items())
+    return GridError(grid.path, where, f"the configuration {base.path.name}"
+                     f"{' with ' + values if values else ''} is impossible: {exc}; change the "
+                     "value or add a filter that drops it")
+
+
+def _show(x: Any) -> str:
+    return x.label if isinstance(x, Memory) else str(x)
+
+
+def _limit_label(limit: Any) -> str:
+    if limit is None:
+        return "none"
+    if isinstance(limit, list):
+        return "per-rank"
+    return f"{limit:g}"
