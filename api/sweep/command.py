@@ -71,6 +71,11 @@ def run_sweep_command(args: argparse.Namespace) -> int:
                         keep_dir=args.keep_schedules, progress=not args.no_progress)
     saved = outcome.skipped + outcome.done
     if outcome.interrupted:
+        # Count from the file: Ctrl-C may land between a row's write and its tally.
+        from api.sweep.records import read_rows
+
+        keys = {task.key for task in tasks}
+        saved = len({row["key"] for row in read_rows(output) if row.get("key") in keys})
         print(f"ppsched: interrupted: {saved} of {outcome.total} rows saved in {output}; "
               "rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
