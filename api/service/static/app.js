@@ -14,7 +14,10 @@ let running = 0; // a counter so a second submit while one runs is refused, not 
 
 class ApiError extends Error {
   constructor(body, status) {
-    super(body && body.message ? body.message : `HTTP ${status}`);
+    // The service's errors carry `message` (and field, value, accepted); anything else
+    // (a proxy's page, a framework default) is shown as it came.
+    const detail = body && (body.message || body.detail);
+    super(!detail ? `HTTP ${status}` : typeof detail === "string" ? detail : JSON.stringify(detail));
     this.body = body;
     this.status = status;
   }
