@@ -34,7 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `ppsched` console script."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+    default_level = logging.INFO if args.command == "serve" else logging.WARNING
+    logging.basicConfig(level=logging.DEBUG if args.verbose else default_level,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.run(args))
@@ -101,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("methods", help="list the available methods")
     p.set_defaults(run=_cmd_methods)
+
+    p = sub.add_parser("serve", help="run the HTTP service (needs the 'service' extra)")
+    p.add_argument("--host", help="address to listen on (default PPSCHED_HOST or 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default PPSCHED_PORT or 8000)")
+    p.add_argument("--workers", type=int,
+                   help="solver worker processes (default PPSCHED_WORKERS or 2)")
+    p.set_defaults(run=_cmd_serve)
 
     p = sub.add_parser("schema", help="print the JSON Schema of a profile or a schedule")
     p.add_argument("which", choices=("profile", "schedule"))
@@ -181,6 +189,13 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     width = max(map(len, listing))
     for name, text in listing.items():
         print(f"{name:<{width}}  {text}")
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from api.service.serve import serve  # the web stack is an optional extra
+
+    serve(args.host, args.port, args.workers)
     return 0
 
 

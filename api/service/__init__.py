@@ -1,0 +1,1 @@
+"""The ppsched HTTP service: FastAPI app, worker pool, job queue and result store."""

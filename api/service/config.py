@@ -1,0 +1,50 @@
+"""Service settings, read from ``PPSCHED_*`` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _default_profiles_dir() -> Path:
+    # An editable install or a source checkout: the repository's profiles/ folder.
+    return _PACKAGE_DIR.parents[1] / "profiles"
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set; each field is ``PPSCHED_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="PPSCHED_", extra="forbid")
+
+    host: str = Field("127.0.0.1", description="Address `ppsched serve` listens on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port `ppsched serve` listens on.")
+    db_path: Path = Field(Path("ppsched.sqlite3"),
+                          description="SQLite file keeping results and jobs across restarts.")
+    profiles_dir: Path = Field(default_factory=_default_profiles_dir,
+                               description="Folder of example profiles (GET /v1/examples).")
+    static_dir: Path = Field(_PACKAGE_DIR / "static",
+                             description="Folder of the web page (GET / and /static/...).")
+    workers: int = Field(2, ge=1, le=64,
+                         description="Worker processes answering synchronous solves.")
+    queue_size: int = Field(8, ge=0,
+                            description="Synchronous solves that may wait for a worker; "
+                            "beyond, 503 with Retry-After.")
+    job_workers: int = Field(1, ge=1, le=64, description="Jobs that run at once.")
+    max_queued_jobs: int = Field(16, ge=0,
+                                 description="Jobs that may wait; beyond, 429 with Retry-After.")
+    sync_time_limit_s: float = Field(
+        10.0, gt=0, description="An ilp request with a longer time limit becomes a job.")
+    max_time_limit_s: float = Field(600.0, gt=0, description="Largest time_limit_s accepted.")
+    max_ranks: int = Field(64, ge=1, description="Largest num_ranks (p) accepted.")
+    max_microbatches: int = Field(512, ge=1, description="Largest num_microbatches (m).")
+    max_chunks: int = Field(4, ge=1, description="Largest num_chunks (v) accepted.")
+    max_body_bytes: int = Field(2_000_000, ge=1024, description="Largest request body.")
+    retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 429 and 503.")
+    cancel_grace_s: float = Field(
+        5.0, gt=0, description="After a cancel, how long a job may take to hand back its best "
+        "schedule before its worker is killed.")
+    cpsat_workers: int = Field(1, ge=1, le=64, description="CP-SAT threads per ilp solve.")

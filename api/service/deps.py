@@ -1,0 +1,36 @@
+"""The app's shared parts (settings, store, pool, jobs, metrics) and their dependency
+aliases for routes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from api.service.config import Settings
+from api.service.jobs import JobManager
+from api.service.metrics import Metrics
+from api.service.pool import SolverPool
+from api.service.store import Store
+
+
+@dataclass
+class ServiceState:
+    """Everything a route may use; built by `create_app`, opened by its lifespan."""
+
+    settings: Settings
+    store: Store
+    pool: SolverPool
+    jobs: JobManager
+    metrics: Metrics
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    started: bool = False
+
+
+def get_state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.service
+    return state
+
+
+State = Annotated[ServiceState, Depends(get_state)]

@@ -1,0 +1,253 @@
+"""Jobs: long solves run one process each, so they can report progress and be cancelled.
+
+A job is queued in the store, picked by one of `job_workers` runners, and solved in a
+fresh worker process that reports its incumbent, progress and result over a pipe. Cancel
+sends SIGINT (CP-SAT stops and hands back its best schedule), then SIGKILL after a grace
+period (the incumbent is kept). On start, a job that was running when the service
+stopped is failed with that reason, and queued jobs are queued again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from api.service.config import Settings
+from api.service.errors import QueueFull
+from api.service.metrics import Metrics
+from api.service.solving import SolveSpec, content_id, with_links
+from api.service.store import JobRecord, Store
+from api.service.worker import run_job
+
+log = logging.getLogger(__name__)
+_POLL_S = 0.05
+# How long past its time limit a job may run before it is killed as hung (the heuristic,
+# the model's build and the re-timing come on top of the search's limit).
+_OVERRUN_S = 60.0
+
+
+@dataclass
+class _Running:
+    process: BaseProcess
+    conn: Connection
+    began: float
+    cancel_at: float | None = None
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class JobManager:
+    """The job queue and its runners."""
+
+    def __init__(self, settings: Settings, store: Store, metrics: Metrics) -> None:
+        self.settings, self.store, self.metrics = settings, store, metrics
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._running: dict[str, _Running] = {}
+        self._runners: list[asyncio.Task[None]] = []
+        self._context = multiprocessing.get_context("spawn")
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._runners) and all(not t.done() for t in self._runners)
+
+    async def start(self) -> None:
+        """Recover the store's jobs, then start the runners."""
+        for job in self.store.jobs_with_status("running"):
+            log.warning("job %s was running when the service stopped: failed", job.id)
+            self.store.update_job(job.id, status="failed", error="worker lost: the service "
+                                  "stopped while the job was running; submit it again")
+            self.metrics.solves.labels(job.request.get("method", "?"), "failed").inc()
+        for job in self.store.jobs_with_status("queued"):
+            self._queue.put_nowait(job.id)
+        self._update_gauges()
+        self._runners = [asyncio.create_task(self._runner(), name=f"job-runner-{i}")
+                         for i in range(self.settings.job_workers)]
+
+    async def stop(self) -> None:
+        """Stop the runners; running jobs' processes are killed and the jobs failed."""
+        for task in self._runners:
+            task.cancel()
+        for task in self._runners:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._runners = []
+
+    def submit(self, spec: SolveSpec) -> JobRecord:
+        """Queue a job for `spec` (or return the queued or running one for the same
+        request).
+
+        Raises:
+            QueueFull: `max_queued_jobs` already wait (429 with Retry-After).
+        """
+        existing = self.store.active_job_for(spec.key)
+        if existing is not None:
+            return existing
+        if self.store.count_jobs("queued") >= self.settings.max_queued_jobs:
+            raise QueueFull("the job queue", self.settings.max_queued_jobs, 429,
+                            self.settings.retry_after_s)
+        job = self.store.add_job(uuid.uuid4().hex, spec.to_dict(), spec.key)
+        self._queue.put_nowait(job.id)
+        self._update_gauges()
+        return job
+
+    async def cancel(self, job_id: str) -> None:
+        """Cancel a queued or running job; returns once a running one has stopped."""
+        job = self.store.get_job(job_id)
+        if job is None or job.status in ("done", "failed", "cancelled"):
+            return
+        running = self._running.get(job_id)
+        if running is None:
+            self.store.update_job(job_id, status="cancelled", error="cancelled while queued")
+            self.metrics.solves.labels(job.request.get("method", "?"), "cancelled").inc()
+            self._update_gauges()
+            return
+        if running.cancel_at is None:
+            running.cancel_at = time.monotonic()
+            pid = running.process.pid
+            if pid is not None and running.process.is_alive():
+                os.kill(pid, signal.SIGINT)
+        try:
+            await asyncio.wait_for(running.finished.wait(), self.settings.cancel_grace_s + 5)
+        except TimeoutError:
+            log.error("job %s did not stop after cancel", job_id)
+
+    # Runners.
+
+    async def _runner(self) -> None:
+        while True:
+            job_id = await self._queue.get()
+            job = self.store.get_job(job_id)
+            if job is None or job.status != "queued":
+                continue
+            try:
+                await self._run(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a runner must outlive any one job
+                log.exception("job %s failed in its runner", job_id)
+                self.store.update_job(job_id, status="failed", error=f"internal error: {exc}")
+            finally:
+                self._update_gauges()
+
+    async def _run(self, job: JobRecord) -> None:
+        spec = job.request
+        parent_conn, child_conn = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=run_job, args=(child_conn, spec, self.settings.cpsat_workers),
+            name=f"ppsched-job-{job.id[:8]}", daemon=True)
+        process.start()
+        child_conn.close()
+        running = _Running(process, parent_conn, time.monotonic())
+        self._running[job.id] = running
+        self.store.update_job(job.id, status="running")
+        self._update_gauges()
+        incumbent: str | None = None
+        result: tuple[str, str] | None = None
+        deadline = running.began + float(spec["time_limit_s"]) + _OVERRUN_S
+        try:
+            while True:
+                while parent_conn.poll():
+                    try:
+                        kind, payload = parent_conn.recv()
+                    except (EOFError, OSError):
+                        break
+                    if kind == "incumbent":
+                        incumbent = payload
+                        self._progress(job.id, running, _objective(payload))
+                    elif kind == "progress":
+                        self._progress(job.id, running, payload[1], payload[2])
+                    else:
+                        result = (kind, payload)
+                if not process.is_alive() and not parent_conn.poll():
+                    break
+                now = time.monotonic()
+                if running.cancel_at is not None and \
+                        now > running.cancel_at + self.settings.cancel_grace_s:
+                    process.kill()
+                if now > deadline:
+                    log.error("job %s overran its time limit: killed", job.id)
+                    process.kill()
+                await asyncio.sleep(_POLL_S)
+            process.join(timeout=1)
+            self._finish(job, running, result, incumbent, process.exitcode)
+        finally:
+            if process.is_alive():  # the runner itself was cancelled (shutdown)
+                process.kill()
+                process.join(timeout=1)
+                self.store.update_job(job.id, status="failed", error="worker lost: the "
+                                      "service stopped while the job was running")
+            parent_conn.close()
+            self._running.pop(job.id, None)
+            running.finished.set()
+
+    def _finish(self, job: JobRecord, running: _Running, result: tuple[str, str] | None,
+                incumbent: str | None, exitcode: int | None) -> None:
+        method = job.request.get("method", "?")
+        cancelled = running.cancel_at is not None
+        if result is not None and result[0] == "done":
+            schedule_json = result[1]
+            if cancelled:
+                # The best so far answers no request: stored under its own content id.
+                self._keep(job.id, schedule_json, "cancelled", cache=False)
+            else:
+                self._keep(job.id, schedule_json, "done", cache=True)
+            self.metrics.solves.labels(method, "cancelled" if cancelled else
+                                       _status(schedule_json)).inc()
+            return
+        if cancelled:
+            if incumbent is not None:
+                self._keep(job.id, incumbent, "cancelled", cache=False)
+            else:
+                self.store.update_job(job.id, status="cancelled",
+                                      error="cancelled before a schedule was found")
+            self.metrics.solves.labels(method, "cancelled").inc()
+            return
+        if result is not None:  # ("error", message): the solver refused the input
+            error = result[1]
+        else:
+            error = f"worker lost: its process exited with code {exitcode} before " \
+                    "reporting a result"
+        self.store.update_job(job.id, status="failed", error=error)
+        self.metrics.solves.labels(method, "failed").inc()
+
+    def _keep(self, job_id: str, schedule_json: str, status: str, *, cache: bool) -> None:
+        job = self.store.get_job(job_id)
+        assert job is not None
+        schedule_id = job.request_key if cache else content_id(schedule_json)
+        self.store.put_schedule(schedule_id, with_links(schedule_json, schedule_id))
+        self.store.update_job(job_id, status=status, schedule_id=schedule_id)
+
+    def _progress(self, job_id: str, running: _Running, best: float | None,
+                  bound: float | None = None) -> None:
+        job = self.store.get_job(job_id)
+        previous = job.progress if job and job.progress else {}
+        bound = bound if bound is not None else previous.get("bound")
+        gap = (best - bound) / best if best and bound is not None and best > 0 else None
+        self.store.update_job(job_id, progress={
+            "elapsed_s": round(time.monotonic() - running.began, 3), "best": best,
+            "bound": bound, "gap": gap})
+
+    def _update_gauges(self) -> None:
+        self.metrics.queue_depth.labels("jobs").set(self.store.count_jobs("queued"))
+        self.metrics.in_progress.labels("jobs").set(len(self._running))
+
+
+def _objective(schedule_json: str) -> float | None:
+    solver: dict[str, Any] | None = json.loads(schedule_json).get("solver")
+    return float(solver["objective"]) if solver else None
+
+
+def _status(schedule_json: str) -> str:
+    solver: dict[str, Any] | None = json.loads(schedule_json).get("solver")
+    return str(solver["status"]) if solver else "unknown"

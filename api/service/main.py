@@ -1,0 +1,103 @@
+"""The FastAPI app: `create_app(settings)` wires the store, the solver pool, the job
+runners, the routers, the error mapping and the metrics. Run it with `ppsched serve`
+(or `uvicorn --factory api.service.main:app_from_env`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from api.service.config import Settings
+from api.service.deps import ServiceState
+from api.service.errors import install_error_handlers
+from api.service.jobs import JobManager
+from api.service.limits import BodyLimit
+from api.service.metrics import Metrics
+from api.service.pool import SolverPool
+from api.service.routers import catalog, checks, health, jobs, schedules, static
+from api.service.store import Store
+from solver.profile import Profile
+from solver.schedule import Schedule
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """Pipeline-parallel schedules (Zero Bubble: F, B, W) for a profile of
+measured times, latency and memory. Profiles and schedules are the JSON of the project's
+DESIGN.md (sections 2 and 4). Every error is JSON: `{"message", "field", "value",
+"accepted"}`."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the service; its store, pool and job runners open when the app starts."""
+    settings = settings or Settings()
+    metrics = Metrics()
+    store = Store(settings.db_path)
+    state = ServiceState(
+        settings=settings, store=store,
+        pool=SolverPool(settings.workers, settings.queue_size, settings.retry_after_s),
+        jobs=JobManager(settings, store, metrics), metrics=metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.examples = catalog.load_examples(settings.profiles_dir)
+        state.pool.start()
+        await state.jobs.start()
+        state.started = True
+        log.info("ppsched service ready: %d solver workers, %d job workers, store %s",
+                 settings.workers, settings.job_workers, settings.db_path)
+        try:
+            yield
+        finally:
+            state.started = False
+            await state.jobs.stop()
+            state.pool.shutdown()
+            store.close()
+
+    app = FastAPI(title="ppsched", version="0.1.0", description=DESCRIPTION,
+                  lifespan=lifespan)
+    app.state.service = state
+    app.state.settings = settings
+    for module in (schedules, jobs, checks, catalog, health, static):
+        app.include_router(module.router)
+    install_error_handlers(app)
+    app.middleware("http")(metrics.middleware)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version,
+                                 description=app.description, routes=app.routes)
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in (Profile, Schedule):
+                model_schema = model.model_json_schema(
+                    ref_template="#/components/schemas/{model}")
+                components.update(model_schema.pop("$defs", {}))
+                components[model.__name__] = model_schema
+            _errors_are_error_bodies(schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _errors_are_error_bodies(schema: dict[str, Any]) -> None:
+    """FastAPI documents request-validation 422s as its own shape; ours is `ErrorBody`."""
+    ours = {"$ref": "#/components/schemas/ErrorBody"}
+    for operations in schema["paths"].values():
+        for operation in operations.values():
+            response = operation.get("responses", {}).get("422")
+            if response is not None:
+                response["content"] = {"application/json": {"schema": ours}}
+    for name in ("HTTPValidationError", "ValidationError"):
+        schema["components"]["schemas"].pop(name, None)
+
+
+def app_from_env() -> FastAPI:
+    """The app with settings from the environment (for `uvicorn --factory`)."""
+    return create_app(Settings())

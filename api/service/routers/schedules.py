@@ -1,0 +1,148 @@
+"""POST /v1/schedules (solve, or queue as a job), GET /v1/schedules/{id} and its views."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Response
+from fastapi.responses import JSONResponse
+
+from api.service.deps import ServiceState, State
+from api.service.errors import NotFound
+from api.service.schemas import (
+    EXAMPLE_PROFILE,
+    ErrorBody,
+    JobAccepted,
+    ScheduleRequest,
+    ScheduleResult,
+)
+from api.service.solving import SolveSpec, is_synchronous, spec_from_request, with_links
+from api.service.worker import solve_json
+from solver.errors import ProfileError, SolverError
+from solver.render.svg import render_svg
+from solver.render.torch_csv import render_torch_csv
+from solver.render.trace import render_trace
+from solver.schedule import Schedule, parse_schedule
+
+router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
+
+ID_PATTERN = r"^[0-9a-z]{1,64}$"
+ScheduleId = Annotated[str, Path(pattern=ID_PATTERN, description="A schedule's id.",
+                                 examples=["3f2c9a0e5b7d41c6a8e9f0b1c2d3e4f5"])]
+ERRORS: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorBody, "description": "Invalid input or over a limit (the field, "
+          "the value and what is accepted are named)."},
+}
+_REQUEST_EXAMPLES = {
+    "heuristic": {"summary": "Zero Bubble heuristic (fast, synchronous)",
+                  "value": {"profile": EXAMPLE_PROFILE, "method": "heuristic"}},
+    "named": {"summary": "A named schedule",
+              "value": {"profile": EXAMPLE_PROFILE, "method": "zb-h1"}},
+    "ilp": {"summary": "Exact refinement with a proven bound",
+            "value": {"profile": EXAMPLE_PROFILE, "method": "ilp", "time_limit_s": 2.0}},
+    "memory": {"summary": "Override the memory limit",
+               "value": {"profile": EXAMPLE_PROFILE, "memory_limit": 6.0}},
+}
+
+
+@router.post(
+    "", summary="Solve a profile", response_model=ScheduleResult,
+    responses={
+        200: {"description": "The schedule (DESIGN.md section 4) with its id and links."},
+        202: {"model": JobAccepted, "description": "An ilp request over the synchronous "
+              "ceiling became a job: poll the Location header."},
+        503: {"model": ErrorBody, "description": "Every solver worker busy; retry after "
+              "the Retry-After header's seconds."},
+        **ERRORS,
+    },
+    openapi_extra={"requestBody": {"content": {"application/json": {
+        "examples": _REQUEST_EXAMPLES}}}},
+)
+async def create_schedule(request: ScheduleRequest, state: State) -> Response:
+    """Solve `profile` with `method`. A repeated request is answered from the store; an
+    ilp request whose time limit is over the service's synchronous ceiling becomes a job
+    (202, Location: /v1/jobs/{id})."""
+    spec = spec_from_request(request, state.settings)
+    stored = state.store.get_schedule(spec.key)
+    if stored is not None:
+        state.metrics.cache_hits.inc()
+        return Response(stored, media_type="application/json", headers={"X-Cache": "hit"})
+    state.metrics.cache_misses.inc()
+    if not is_synchronous(spec, state.settings):
+        job = state.jobs.submit(spec)
+        link = f"/v1/jobs/{job.id}"
+        body = {"id": job.id, "status": job.status, "links": {"self": link}}
+        return JSONResponse(body, status_code=202, headers={"Location": link})
+    body_text = await solve_now(state, spec)
+    return Response(body_text, media_type="application/json", headers={"X-Cache": "miss"})
+
+
+async def solve_now(state: ServiceState, spec: SolveSpec) -> str:
+    """Solve in the worker pool, store the result under the request's key, count it."""
+    outcome, payload = await state.pool.run(solve_json, spec.to_dict(),
+                                            state.settings.cpsat_workers)
+    if outcome == "profile_error":
+        state.metrics.solves.labels(spec.method, "rejected").inc()
+        field, value, accepted = payload
+        raise ProfileError(field, value, accepted)
+    if outcome != "ok":
+        state.metrics.solves.labels(spec.method, "error").inc()
+        raise SolverError(f"the solver made an invalid schedule (a bug): {payload}")
+    body = with_links(payload, spec.key)
+    state.store.put_schedule(spec.key, body)
+    status = json.loads(payload).get("solver", {}).get("status", "unknown")
+    state.metrics.solves.labels(spec.method, status).inc()
+    return body
+
+
+@router.get("/{schedule_id}.svg", summary="The schedule as an SVG Gantt chart",
+            response_class=Response,
+            responses={200: {"content": {"image/svg+xml": {}}}, 404: {"model": ErrorBody}})
+async def schedule_svg(schedule_id: ScheduleId, state: State) -> Response:
+    """One row per rank, one box per op, coloured by kind."""
+    text = await _view(state, schedule_id, render_svg)
+    return Response(text, media_type="image/svg+xml")
+
+
+@router.get("/{schedule_id}.csv", summary="The schedule as torch.distributed.pipelining CSV",
+            response_class=Response,
+            responses={200: {"content": {"text/csv": {"example": "0F0,0F1,0I0,0W0\n"}}},
+                       404: {"model": ErrorBody}})
+async def schedule_csv(schedule_id: ScheduleId, state: State) -> Response:
+    """One line per rank (`0F3`; our B written I, our BW written B), as torch's
+    `_load_csv` reads it."""
+    text = await _view(state, schedule_id, render_torch_csv)
+    return Response(text, media_type="text/csv")
+
+
+@router.get("/{schedule_id}/trace", summary="The schedule as a Chrome/Perfetto trace",
+            responses={200: {"content": {"application/json": {}}}, 404: {"model": ErrorBody}})
+async def schedule_trace(schedule_id: ScheduleId, state: State) -> Response:
+    """One track per rank with the ops' real durations (open in ui.perfetto.dev)."""
+    text = await _view(state, schedule_id, lambda s: json.dumps(render_trace(s)))
+    return Response(text, media_type="application/json")
+
+
+@router.get("/{schedule_id}", summary="A stored schedule", response_model=ScheduleResult,
+            responses={404: {"model": ErrorBody}, **ERRORS})
+async def get_schedule(schedule_id: ScheduleId, state: State) -> Response:
+    """The same body POST /v1/schedules answered (results are content-addressed)."""
+    return Response(_stored(state, schedule_id), media_type="application/json")
+
+
+def _stored(state: ServiceState, schedule_id: str) -> str:
+    body = state.store.get_schedule(schedule_id)
+    if body is None:
+        raise NotFound("schedule", schedule_id, "the id of a schedule this service returned")
+    return body
+
+
+async def _view(state: ServiceState, schedule_id: str,
+                render: Callable[[Schedule], str]) -> str:
+    body = _stored(state, schedule_id)
+    # Parsing and drawing 10^4 ops takes tens of ms: off the event loop.
+    return await asyncio.to_thread(lambda: render(parse_schedule(json.loads(body))))
+

@@ -1,0 +1,164 @@
+"""Request and response bodies of the service (``extra="forbid"``), with their examples.
+
+The profile and schedule themselves are the solver's types (DESIGN.md sections 2 and 4);
+a request carries the profile as a JSON object so the service's limits on ``p``, ``m``
+and ``v`` are checked before the profile is resolved.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+PROFILE_REF = {"allOf": [{"$ref": "#/components/schemas/Profile"}]}
+SCHEDULE_REF = {"$ref": "#/components/schemas/Schedule"}
+
+# Identical unit stages, no latency (profiles/uniform-p4-m8.json): small and fast.
+EXAMPLE_PROFILE: dict[str, Any] = {
+    "name": "uniform-p4-m8", "num_ranks": 4, "num_microbatches": 8, "t_f": 1.0, "t_b": 1.0,
+    "t_w": 1.0, "t_comm": 0.0, "m_b": 1.0, "m_w": 0.5, "memory_limit": None}
+
+
+class ScheduleRequest(BaseModel):
+    """What to solve: a profile and the options of `ppsched solve`."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"profile": EXAMPLE_PROFILE, "method": "heuristic"}]})
+
+    profile: Annotated[dict[str, Any], WithJsonSchema(PROFILE_REF)] = Field(
+        description="The profile (DESIGN.md section 2).")
+    method: str = Field("heuristic", description="heuristic, ilp, or a named schedule "
+                        "(GET /v1/methods).")
+    objective: Literal["cost", "makespan"] = Field(
+        "cost", description="cost (largest per-rank span) or makespan.")
+    time_limit_s: float = Field(10.0, gt=0, description="Seconds the ilp search may take; "
+                                "over the service's synchronous ceiling the request becomes "
+                                "a job.")
+    memory_limit: float | list[float] | None = Field(
+        None, description="Override of the profile's memory_limit: a number, a per-rank "
+        "list, or null for no limit; leave it out to keep the profile's.")
+    backend: Literal["cpsat", "milp"] = Field("cpsat", description="Exact backend of ilp.")
+
+
+class Links(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    self: str
+    svg: str | None = None
+    csv: str | None = None
+    trace: str | None = None
+    schedule: str | None = None
+
+
+class ScheduleResult(BaseModel):
+    """A schedule (DESIGN.md section 4) with its content id and the links to its views."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="Content hash of the request (profile and options).")
+    links: Links
+    schema_version: int
+    profile: Annotated[dict[str, Any], WithJsonSchema(PROFILE_REF)]
+    method: str
+    ranks: list[list[dict[str, Any]]]
+    metrics: dict[str, Any] | None
+    solver: dict[str, Any] | None
+
+
+class Progress(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    elapsed_s: float = Field(description="Seconds since the job started.")
+    best: float | None = Field(description="Best objective found so far.")
+    bound: float | None = Field(description="Best proven lower bound so far.")
+    gap: float | None = Field(description="(best - bound) / best.")
+
+
+class JobView(BaseModel):
+    """A job: its status, the search's progress, then the result's id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    progress: Progress | None
+    schedule_id: str | None = Field(description="Once done (or cancelled with a schedule "
+                                    "found), the id of GET /v1/schedules/{id}.")
+    error: str | None
+    method: str
+    created: float = Field(description="Unix time the job was submitted.")
+    updated: float = Field(description="Unix time of its last change.")
+    links: Links
+
+
+class JobAccepted(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    status: Literal["queued", "running"]
+    links: Links
+
+
+class Method(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+
+
+class Methods(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    methods: list[Method]
+
+
+class Example(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    profile: Annotated[dict[str, Any], WithJsonSchema(PROFILE_REF)]
+
+
+class Examples(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    examples: list[Example]
+
+
+class Violation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    message: str
+    rank: int | None
+    position: int | None
+
+
+class ValidationReport(BaseModel):
+    """POST /v1/validate: whether a schedule keeps the contract, and how it breaks it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    valid: bool
+    violations: list[Violation]
+    grid: str | None = Field(description="The order grid with each violation marked.")
+    metrics: dict[str, Any] | None = Field(description="The simulated figures when valid.")
+
+
+class Health(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "not ready"]
+    checks: dict[str, bool] = Field(default_factory=dict)
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx body."""
+
+    model_config = ConfigDict(extra="allow")
+
+    message: str = Field(description="One line: the field, the value, what is accepted.")
+    field: str | None
+    value: Any = None
+    accepted: str | None

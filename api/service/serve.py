@@ -1,0 +1,44 @@
+"""`ppsched serve`: run the service under uvicorn with settings from the environment,
+the command line overriding host, port and solver workers."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from solver.errors import ProfileError
+
+log = logging.getLogger(__name__)
+
+
+def serve(host: str | None = None, port: int | None = None, workers: int | None = None,
+          log_level: str = "info") -> None:
+    """Start the service and block until it is stopped (Ctrl-C or SIGTERM).
+
+    Raises:
+        ProfileError: the service's extra is not installed, or a setting is invalid.
+    """
+    try:
+        import uvicorn
+        from pydantic import ValidationError
+
+        from api.service.config import Settings
+        from api.service.main import create_app
+    except ImportError as exc:
+        raise ProfileError("serve", f"missing module {exc.name!r}", "the service's "
+                           "dependencies: pip install 'ppsched[service]'") from None
+    overrides: dict[str, Any] = {k: v for k, v in
+                                 (("host", host), ("port", port), ("workers", workers))
+                                 if v is not None}
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0]) if error["loc"] else "settings"
+        raise ProfileError(f"PPSCHED_{name.upper()}", error.get("input"),
+                           str(error["msg"])) from None
+    app = create_app(settings)
+    log.info("serving on http://%s:%d (pid %d)", settings.host, settings.port, os.getpid())
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level,
+                timeout_graceful_shutdown=10)

@@ -1,0 +1,115 @@
+"""From a request to what a worker solves: limits checked, profile validated, and the
+content key that addresses the result (hash of the profile and the options that matter)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from api.service.config import Settings
+from api.service.errors import LimitExceeded
+from api.service.schemas import ScheduleRequest
+from solver.errors import ProfileError
+from solver.profile import Profile, parse_profile
+from solver.solve import ILP, methods
+
+KEY_VERSION = 1  # bump when the same request would give a different schedule
+# Request fields that bound the work, the setting naming each limit, its attribute.
+_SHAPE_LIMITS = (("num_ranks", "max_ranks"), ("num_microbatches", "max_microbatches"),
+                 ("num_chunks", "max_chunks"))
+
+
+@dataclass(frozen=True)
+class SolveSpec:
+    """One solve, as a worker process receives it (plain data, picklable)."""
+
+    profile: dict[str, Any]
+    method: str
+    objective: str
+    time_limit_s: float
+    backend: str
+
+    @property
+    def key(self) -> str:
+        """Content address of the result: the same profile and options, the same id."""
+        data: dict[str, Any] = {"v": KEY_VERSION, "profile": self.profile,
+                                "method": self.method, "objective": self.objective}
+        if self.method == ILP:  # the other methods ignore the exact search's options
+            data.update(time_limit_s=self.time_limit_s, backend=self.backend)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SolveSpec:
+        return cls(**data)
+
+
+def check_profile_limits(profile: Any, settings: Settings, prefix: str = "profile") -> None:
+    """Refuse a profile over the service's p, m, v limits before it is resolved (a huge
+    p or m would otherwise cost memory before any check)."""
+    if not isinstance(profile, dict):
+        return  # parse_profile names the problem
+    for field, setting in _SHAPE_LIMITS:
+        value, limit = profile.get(field), getattr(settings, setting)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            raise LimitExceeded(f"{prefix}.{field}", value, limit, setting)
+
+
+def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec:
+    """Validate a schedule request into a `SolveSpec`.
+
+    Raises:
+        LimitExceeded: p, m, v or time_limit_s over the service's limits.
+        ProfileError: an invalid profile or option (field named under ``profile.``).
+    """
+    check_profile_limits(request.profile, settings)
+    if request.time_limit_s > settings.max_time_limit_s:
+        raise LimitExceeded("time_limit_s", request.time_limit_s, settings.max_time_limit_s,
+                            "max_time_limit_s")
+    if request.method not in methods():
+        raise ProfileError("method", request.method, "one of " + ", ".join(methods()))
+    data = dict(request.profile)
+    if "memory_limit" in request.model_fields_set:
+        data["memory_limit"] = request.memory_limit
+    profile = parse_profile_field(data)
+    return SolveSpec(profile=profile.model_dump(mode="json"), method=request.method,
+                     objective=request.objective, time_limit_s=request.time_limit_s,
+                     backend=request.backend)
+
+
+def parse_profile_field(data: Any, prefix: str = "profile") -> Profile:
+    """`parse_profile`, with the error's field named as the request's ``profile.<field>``."""
+    try:
+        return parse_profile(data)
+    except ProfileError as exc:
+        field = exc.field if exc.field.startswith(prefix) else f"{prefix}.{exc.field}"
+        raise ProfileError(field, exc.value, exc.accepted) from None
+
+
+def is_synchronous(spec: SolveSpec, settings: Settings) -> bool:
+    """Fast methods answer at once; ilp does when its time limit is within the ceiling."""
+    return spec.method != ILP or spec.time_limit_s <= settings.sync_time_limit_s
+
+
+def schedule_links(schedule_id: str) -> dict[str, str]:
+    base = f"/v1/schedules/{schedule_id}"
+    return {"self": base, "svg": f"{base}.svg", "csv": f"{base}.csv", "trace": f"{base}/trace"}
+
+
+def with_links(schedule_json: str, schedule_id: str) -> str:
+    """The stored body: the schedule JSON with its id and links at the top."""
+    schedule = json.loads(schedule_json)
+    return json.dumps({"id": schedule_id, "links": schedule_links(schedule_id), **schedule},
+                      separators=(",", ":"))
+
+
+def content_id(schedule_json: str) -> str:
+    """The id of a schedule that answers no request (a cancelled job's best, a simulated
+    schedule): the hash of its own content."""
+    return "s" + hashlib.sha256(schedule_json.encode()).hexdigest()[:31]
+
