@@ -156,20 +156,22 @@ class JobManager:
         result: tuple[str, str] | None = None
         deadline = running.began + float(spec["time_limit_s"]) + _OVERRUN_S
         try:
+            closed = False  # the child closed its end (poll() stays True after EOF)
             while True:
-                while parent_conn.poll():
+                while not closed and parent_conn.poll():
                     try:
                         kind, payload = parent_conn.recv()
                     except (EOFError, OSError):
+                        closed = True
                         break
                     if kind == "incumbent":
                         incumbent = payload
-                        self._progress(job.id, running, _objective(payload))
+                        self._progress(job.id, running, *_objective_and_bound(payload))
                     elif kind == "progress":
                         self._progress(job.id, running, payload[1], payload[2])
                     else:
                         result = (kind, payload)
-                if not process.is_alive() and not parent_conn.poll():
+                if closed or (not process.is_alive() and not parent_conn.poll()):
                     break
                 now = time.monotonic()
                 if running.cancel_at is not None and \
@@ -243,9 +245,9 @@ class JobManager:
         self.metrics.in_progress.labels("jobs").set(len(self._running))
 
 
-def _objective(schedule_json: str) -> float | None:
+def _objective_and_bound(schedule_json: str) -> tuple[float | None, float | None]:
     solver: dict[str, Any] | None = json.loads(schedule_json).get("solver")
-    return float(solver["objective"]) if solver else None
+    return (float(solver["objective"]), float(solver["bound"])) if solver else (None, None)
 
 
 def _status(schedule_json: str) -> str:

@@ -1,0 +1,107 @@
+"""Jobs against real server processes: the life cycle, cancel with the best schedule
+kept, a worker that dies, and recovery after the service itself is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from solver.schedule import parse_schedule
+from tests.api.service.conftest import EASY, HARD, Server, wait_for_job
+
+
+def test_long_ilp_request_becomes_a_job_that_finishes(server: Server) -> None:
+    # The module server's synchronous ceiling is 3 s.
+    request = {"profile": EASY, "method": "ilp", "time_limit_s": 20.0}
+    response = server.client.post("/v1/schedules", json=request)
+    assert response.status_code == 202, response.text
+    accepted = response.json()
+    assert accepted["status"] == "queued"
+    assert response.headers["location"] == f"/v1/jobs/{accepted['id']}"
+    assert accepted["links"] == {"self": response.headers["location"]}
+    job = wait_for_job(server.client, accepted["id"], ("done", "failed"))
+    assert job["status"] == "done" and job["error"] is None
+    assert job["progress"]["best"] == job["progress"]["bound"] == 24.0
+    result = server.client.get(f"/v1/schedules/{job['schedule_id']}").json()
+    assert result["solver"]["status"] == "optimal" and result["metrics"]["cost"] == 24.0
+    # Content-addressed: the same request is now answered at once from the store.
+    again = server.client.post("/v1/schedules", json=request)
+    assert again.status_code == 200 and again.json()["id"] == job["schedule_id"]
+
+
+def test_post_jobs_takes_any_method(server: Server) -> None:
+    response = server.client.post("/v1/jobs", json={"profile": EASY, "method": "gpipe"})
+    assert response.status_code == 202
+    job = wait_for_job(server.client, response.json()["id"], ("done",))
+    schedule = server.client.get(job["links"]["schedule"]).json()
+    assert schedule["method"] == "gpipe" and job["progress"] is None
+
+
+def test_cancel_keeps_the_best_schedule_so_far(server: Server) -> None:
+    request = {"profile": HARD, "method": "ilp", "time_limit_s": 120.0}
+    job_id = server.client.post("/v1/jobs", json=request).json()["id"]
+    running = wait_for_job(server.client, job_id, ("running",), has_progress=True)
+    assert running["progress"]["best"] > running["progress"]["bound"] > 0
+    # The same request while it runs is the same job.
+    assert server.client.post("/v1/schedules", json=request).json()["id"] == job_id
+    began = time.monotonic()
+    cancelled = server.client.delete(f"/v1/jobs/{job_id}").json()
+    assert time.monotonic() - began < 15
+    assert cancelled["status"] == "cancelled" and cancelled["schedule_id"]
+    best = parse_schedule(server.client.get(f"/v1/schedules/{cancelled['schedule_id']}")
+                          .json())
+    assert best.solver is not None and best.metrics is not None
+    assert max(best.metrics.peak_memory) <= 6.0
+    assert best.metrics.cost <= running["progress"]["best"] + 1e-6
+    # A cancelled search does not answer the request: asking again starts a new job.
+    again = server.client.post("/v1/schedules", json=request)
+    assert again.status_code == 202 and again.json()["id"] != job_id
+    assert server.client.delete(f"/v1/jobs/{again.json()['id']}").json()["status"] == \
+        "cancelled"
+    # Cancelling a finished job changes nothing.
+    assert server.client.delete(f"/v1/jobs/{job_id}").json() == cancelled
+
+
+def test_a_killed_worker_fails_its_job_and_a_restart_fails_the_running_one(
+        start_server: Any) -> None:
+    first = start_server(workers=1)
+    kept = first.client.post("/v1/schedules", json={"profile": EASY}).json()
+    pool = set(first.children())  # the solver pool's worker, started by that solve
+    request: dict[str, Any] = {"profile": HARD, "method": "ilp", "time_limit_s": 120.0}
+    job_id = first.client.post("/v1/jobs", json=request).json()["id"]
+    wait_for_job(first.client, job_id, ("running",), has_progress=True)
+    job_pids = [pid for pid in first.children() if pid not in pool]
+    assert len(job_pids) == 1
+    os.kill(job_pids[0], signal.SIGKILL)
+    failed = wait_for_job(first.client, job_id, ("failed",), timeout_s=10)
+    assert "worker lost" in failed["error"] and "-9" in failed["error"]
+
+    # Now the service itself dies while a job runs; a new one on the same store...
+    second_request = {**request, "time_limit_s": 119.0}
+    running_id = first.client.post("/v1/jobs", json=second_request).json()["id"]
+    wait_for_job(first.client, running_id, ("running",))
+    queued_id = first.client.post("/v1/jobs", json={"profile": EASY, "method": "1f1b"}
+                                  ).json()["id"]
+    orphans = first.children()  # the job's process and the pool's
+    first.stop(kill=True)
+    second = start_server(workers=1)
+    lost = second.client.get(f"/v1/jobs/{running_id}").json()
+    assert lost["status"] == "failed" and "service stopped" in lost["error"]
+    # ...runs what was queued, keeps the results, and the old job process is gone.
+    assert wait_for_job(second.client, queued_id, ("done",))["schedule_id"]
+    again = second.client.post("/v1/schedules", json={"profile": EASY})
+    assert again.headers["x-cache"] == "hit" and again.json() == kept
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in orphans) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in orphans)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
