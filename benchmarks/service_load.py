@@ -1,15 +1,15 @@
 """Load test of the HTTP service: a real uvicorn server, driven from this process on loopback.
 
-Run: ``python -m benchmarks.service_load [--out DIR] [--saturation N] [--rounds R]``.
+Run: ``python -m benchmarks.service_load [--out DIR] [--saturation N] [--rounds R] [...]``.
 Starts the service as its own process (free port, temporary SQLite database), then posts
 heuristic solves of the paper's p=8, m=32 profile (``profiles/gpt1.5b-p8-m32.json``) with
 an async httpx client, in phases:
 
-- ``cold c=1``: distinct requests one at a time (each a real solve: its memory limit
+- ``solve c=1``: distinct requests one at a time (each a real solve: its memory limit
   differs), the latency of one solve through the whole stack;
-- ``cold c=4``: distinct requests, four at a time, within the worker pool;
-- ``cached``: the ``cold c=4`` requests again, repeated, which the service answers from
-  its cache;
+- ``solve c=4``: distinct requests, four at a time, as many as the pool and its queue take;
+- ``cached c=16``: the ``solve c=4`` requests again, repeated, which the service answers
+  from its cache;
 - ``burst N``: rounds of N distinct requests at once, more than the worker pool and its
   queue admit, to see refusals (429/503), no crash, and whether memory stays steady.
 
@@ -52,13 +52,13 @@ class Phase:
     concurrency: int
     wall_s: float = 0.0
     ok_ms: list[float] = field(default_factory=list)  # latencies of 2xx answers
-    refused: int = 0  # 429 or 503
+    refused: dict[int, int] = field(default_factory=dict)  # 429 and 503, by status
     errors: dict[str, int] = field(default_factory=dict)  # any other status or exception
     rss_mb: float = 0.0  # the server's, after the phase
 
     @property
     def requests(self) -> int:
-        return len(self.ok_ms) + self.refused + sum(self.errors.values())
+        return len(self.ok_ms) + sum(self.refused.values()) + sum(self.errors.values())
 
 
 # The server.
@@ -168,8 +168,8 @@ async def run_phase(client: httpx.AsyncClient, name: str, bodies: list[dict[str,
             elapsed_ms = (time.perf_counter() - began) * 1000
         if isinstance(outcome, int) and 200 <= outcome < 300:
             phase.ok_ms.append(elapsed_ms)
-        elif outcome in REFUSED:
-            phase.refused += 1
+        elif isinstance(outcome, int) and outcome in REFUSED:
+            phase.refused[outcome] = phase.refused.get(outcome, 0) + 1
         else:
             phase.errors[str(outcome)] = phase.errors.get(str(outcome), 0) + 1
 
@@ -184,21 +184,32 @@ async def run(args: argparse.Namespace, server: subprocess.Popen[bytes],
               base: str) -> tuple[list[Phase], list[str]]:
     profile = json.loads(PROFILE.read_text())
     floor = float(profile["memory_limit"])  # 1p: p*m_b, the least the heuristic accepts
-    # A pool a little larger than the burst: the client must not be the bottleneck.
+    # A pool a little larger than the burst: the client must not be the bottleneck. Idle
+    # connections are dropped before uvicorn's 5 s keep-alive timeout closes them, so a
+    # request never races the server's close (a client artefact, not the service's).
     limits = httpx.Limits(max_connections=args.saturation + 8,
-                          max_keepalive_connections=args.saturation + 8)
+                          max_keepalive_connections=args.saturation + 8, keepalive_expiry=2.0)
     async with httpx.AsyncClient(base_url=base, timeout=60.0, limits=limits) as client:
         await wait_healthy(client, server)
-        notes = [f"server RSS at start: {tree_rss_mb(server.pid):.1f} MB"]
+        notes = [f"server RSS at start: {tree_rss_mb(server.pid):.1f} MB; load average at "
+                 f"start {_load()} (other work on the machine shares its CPUs)"]
         # Distinct limits 8.000, 8.001, ...: every one a separate solve and cache entry.
         step = 0.001
         limit_of = (floor + step * k for k in range(1_000_000))
-        phases = [await run_phase(client, "cold c=1", [request_body(profile, next(limit_of))
-                                                       for _ in range(args.cold)],
+        # Warm-up, not in the table: the first solves start the worker processes.
+        start_up = await run_phase(client, "warm-up", [request_body(profile, next(limit_of))
+                                                       for _ in range(args.workers)],
+                                   args.workers, server.pid)
+        notes.append(f"warm-up: {start_up.requests} solves at once took "
+                     f"{start_up.wall_s * 1000:.0f} ms (worker start-up), "
+                     f"{len(start_up.ok_ms)} 2xx")
+        phases = [await run_phase(client, "solve c=1", [request_body(profile, next(limit_of))
+                                                        for _ in range(args.distinct)],
                                   1, server.pid)]
-        warm = [request_body(profile, next(limit_of)) for _ in range(args.cold * 2)]
-        phases.append(await run_phase(client, "cold c=4", warm, 4, server.pid))
-        phases.append(await run_phase(client, "cached", warm * args.repeats, 16, server.pid))
+        distinct = [request_body(profile, next(limit_of)) for _ in range(args.distinct * 2)]
+        phases.append(await run_phase(client, "solve c=4", distinct, 4, server.pid))
+        phases.append(await run_phase(client, "cached c=16", distinct * args.repeats, 16,
+                                      server.pid))
         for round_ in range(1, args.rounds + 1):
             burst = [request_body(profile, next(limit_of)) for _ in range(args.saturation)]
             phases.append(await run_phase(client, f"burst {round_}", burst, args.saturation,
@@ -207,12 +218,17 @@ async def run(args: argparse.Namespace, server: subprocess.Popen[bytes],
         health = await client.get("/healthz")
         after = await solve_once(client, request_body(profile, next(limit_of)))
         alive = "running" if server.poll() is None else f"EXITED {server.returncode}"
+        notes.append(f"load average at the end: {_load()}")
         notes.append(f"after the bursts: server process {alive}, /healthz "
                      f"{health.status_code}, one more solve {after}")
     return phases, notes
 
 
 # Report.
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
 
 def _percentile(values: list[float], q: float) -> float:
     if not values:
@@ -237,10 +253,11 @@ def markdown(phases: list[Phase], notes: list[str], settings: str) -> str:
     ]
     for p in phases:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(p.errors.items())) or "0"
+        refused = ", ".join(f"{v} ({k})" for k, v in sorted(p.refused.items())) or "0"
         lines.append("| " + " | ".join([
             p.name, str(p.requests), str(p.concurrency),
             f"{len(p.ok_ms) / p.wall_s:.1f}", f"{_percentile(p.ok_ms, 50):.1f}",
-            f"{_percentile(p.ok_ms, 99):.1f}", str(len(p.ok_ms)), str(p.refused), errors,
+            f"{_percentile(p.ok_ms, 99):.1f}", str(len(p.ok_ms)), refused, errors,
             f"{p.rss_mb:.1f}"]) + " |")
     lines += [""] + [f"- {note}" for note in notes]
     return "\n".join(lines) + "\n"
@@ -249,13 +266,13 @@ def markdown(phases: list[Phase], notes: list[str], settings: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    parser.add_argument("--cold", type=int, default=24, help="requests of the c=1 phase "
+    parser.add_argument("--distinct", type=int, default=24, help="requests of the c=1 phase "
                         "(the c=4 phase sends twice as many)")
     parser.add_argument("--repeats", type=int, default=4, help="times the cached phase "
                         "repeats the c=4 requests")
     parser.add_argument("--saturation", type=int, default=128,
                         help="distinct requests sent at once in each burst")
-    parser.add_argument("--rounds", type=int, default=3, help="bursts")
+    parser.add_argument("--rounds", type=int, default=5, help="bursts")
     parser.add_argument("--workers", type=int, default=2, help="the server's solve workers")
     parser.add_argument("--queue-size", type=int, default=8,
                         help="solves that may wait for a worker before the server says 503")
