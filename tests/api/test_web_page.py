@@ -1,0 +1,216 @@
+"""The web page in a real headless Chromium against a real uvicorn server.
+
+The server runs as its own process on a free loopback port with a temporary database;
+the browser (Debian's /usr/bin/chromium, driven by playwright-core's Python client) loads
+`/`, solves the prefilled paper profile with two methods side by side, and checks the
+Gantt charts, the headline figures, the downloads and the error shown for bad input.
+A missing browser fails the test with the command that installs it; only
+PPSCHED_SKIP_BROWSER=1 skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("PPSCHED_CHROMIUM", "/usr/bin/chromium")
+# Flags known to work in containers without a display, GPU, sandbox or network.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+TIMEOUT_MS = 30_000
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real uvicorn process serving the app; yields its base URL."""
+    folder = tmp_path_factory.mktemp("service")
+    port = _free_port()
+    env = {**os.environ, "PPSCHED_DB_PATH": str(folder / "ppsched.sqlite3")}
+    log_path = folder / "server.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--factory", "api.service.main:app_from_env",
+             "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the server exited with {process.returncode}:\n"
+                            f"{log_path.read_text()}")
+            try:
+                _get(f"{base}/healthz")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the server did not answer /healthz in 30 s:\n"
+                                f"{log_path.read_text()}")
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium with a fresh profile, or a failure saying how to get one."""
+    if os.environ.get("PPSCHED_SKIP_BROWSER") == "1":
+        pytest.skip("PPSCHED_SKIP_BROWSER=1")
+    if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+        pytest.fail(f"no Chromium at {CHROMIUM}: install it with "
+                    "`apt-get install -y chromium` (or set PPSCHED_CHROMIUM to a Chromium "
+                    "binary; PPSCHED_SKIP_BROWSER=1 skips the browser tests)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the Python package 'playwright' is missing: pip install -e '.[test]'")
+    with sync_playwright() as playwright:
+        # launch() gives every browser a fresh temporary user-data-dir.
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                              args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: str) -> Iterator[Any]:
+    context = browser.new_context(base_url=server, accept_downloads=True,
+                                  viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto("/")
+    page.wait_for_selector("body[data-ready='true']")
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def _figures(panel: Any) -> dict[str, str]:
+    return {cell.get_attribute("data-figure"): cell.inner_text()
+            for cell in panel.query_selector_all("[data-figure]")}
+
+
+def test_page_solves_prefilled_profile_side_by_side(page: Any, server: str) -> None:
+    profile = json.loads(page.input_value("#profile"))
+    assert profile["name"] == "gpt1.5b-p8-m24"
+    methods = {option.get_attribute("value")
+               for option in page.query_selector_all("#method-a option")}
+    assert {"heuristic", "1f1b", "zb-h1"} <= methods
+    assert page.input_value("#method-a") == "heuristic"
+
+    page.select_option("#method-b", "1f1b")
+    page.click("#solve")
+    page.wait_for_selector("#result-a[data-state='done']")
+    page.wait_for_selector("#result-b[data-state='done']")
+
+    # One Gantt chart per method, one rect per op: p*m each of F, B and W for the
+    # heuristic; F and fused BW for 1F1B.
+    p, m = profile["num_ranks"], profile["num_microbatches"]
+    assert len(page.query_selector_all("#result-a .chart svg rect.op")) == 3 * p * m
+    assert len(page.query_selector_all("#result-b .chart svg rect.op")) == 2 * p * m
+
+    heuristic = _figures(page.query_selector("#result-a"))
+    one_f_one_b = _figures(page.query_selector("#result-b"))
+    for figures in (heuristic, one_f_one_b):
+        assert re.fullmatch(r"\d+(\.\d+)?", figures["cost"]), figures
+        assert re.fullmatch(r"\d+\.\d\d%", figures["bubble_rate"]), figures
+        assert re.fullmatch(r"\d+\.\d\d%", figures["gap"]), figures
+        assert len(figures["peak_memory"].split()) == p, figures
+    # The README's figures for this profile: 1F1B's bubble 0.2430, the heuristic's
+    # 0.1588 at 1F1B's memory, peak memory p*m_b = 8 on rank 0.
+    assert one_f_one_b["bubble_rate"] == "24.30%"
+    assert heuristic["bubble_rate"] == "15.88%"
+    assert float(one_f_one_b["peak_memory"].split()[0]) == 8
+    assert float(heuristic["cost"]) < float(one_f_one_b["cost"])
+    comparison = page.inner_text("#comparison")
+    assert "1f1b is" in comparison and "slower than heuristic" in comparison
+
+    # The JSON download is the schedule the figures came from.
+    href = page.get_attribute("#result-a [data-download='json']", "href")
+    schedule = page.request.get(href).json()
+    assert f"{schedule['metrics']['cost']:.4f}".rstrip("0").rstrip(".") == heuristic["cost"]
+    assert len(schedule["ranks"]) == p
+
+    # A real download through the browser: torch's CSV, one line per rank.
+    with page.expect_download() as info:
+        page.click("#result-b [data-download='csv']")
+    download = info.value
+    assert download.suggested_filename.endswith(".csv")
+    lines = Path(download.path()).read_text().strip().splitlines()
+    assert len(lines) == p and lines[0].startswith("0F0")
+
+
+def test_page_shows_the_services_message_for_a_bad_profile(page: Any) -> None:
+    profile = json.loads(page.input_value("#profile"))
+    profile["t_f"] = -1
+    page.fill("#profile", json.dumps(profile))
+    page.click("#solve")
+    page.wait_for_selector("#error:not([hidden])")
+    message = page.inner_text("#error")
+    assert "t_f" in message and "-1" in message, message
+    assert page.get_attribute("#result-a", "data-state") == "error"
+
+
+def test_page_refuses_text_that_is_not_json(page: Any) -> None:
+    page.fill("#profile", "{ not json")
+    page.click("#solve")
+    page.wait_for_selector("#error:not([hidden])")
+    assert page.inner_text("#error").startswith("profile: not valid JSON")
+    assert page.is_hidden("#result-a")
+
+
+def test_page_follows_a_long_ilp_run_as_a_job(page: Any) -> None:
+    # A time limit above the service's synchronous one (10 s) makes the solve a job; on
+    # this small profile CP-SAT proves its answer long before the limit.
+    posts: list[int] = []
+    page.on("response", lambda r: posts.append(r.status)
+            if r.request.method == "POST" and r.url.endswith("/v1/schedules") else None)
+    page.select_option("#example", "uniform-p4-m8")
+    page.click("#load-example")
+    assert json.loads(page.input_value("#profile"))["name"] == "uniform-p4-m8"
+    page.select_option("#method-a", "ilp")
+    page.fill("#time-limit", "30")
+    page.click("#solve")
+    page.wait_for_selector("#result-a[data-state='done']")
+    assert posts == [202]
+    assert len(page.query_selector_all("#result-a .chart svg rect.op")) == 3 * 4 * 8
+    figures = _figures(page.query_selector("#result-a"))
+    assert figures["solver"].startswith("optimal"), figures
+    assert figures["gap"] == "0.00%"
