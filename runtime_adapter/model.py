@@ -12,7 +12,7 @@ from torch import nn
 
 
 class Block(nn.Module):
-    """x + W2 tanh(W1 LayerNorm(x)): two Linears (split) and a LayerNorm (fallback)."""
+    """x + W2 gelu(W1 LayerNorm(x)): two Linears (split) and a LayerNorm (fallback)."""
 
     def __init__(self, hidden: int, ffn: int) -> None:
         super().__init__()
@@ -21,7 +21,7 @@ class Block(nn.Module):
         self.down = nn.Linear(ffn, hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.down(torch.tanh(self.up(self.norm(x))))
+        return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
 
 
 def mlp_stages(num_stages: int, *, hidden: int = 32, ffn: int | None = None,

@@ -63,6 +63,11 @@ class StageRunner:
         """Microbatches between F and B, and between B and W (for leak checks)."""
         return len(self._forward), len(self._deferred)
 
+    def deferred_bytes(self, microbatch: int) -> int:
+        """Bytes a B of `microbatch` holds for its W (0 when none is pending)."""
+        deferred = self._deferred.get(microbatch)
+        return deferred.nbytes() if deferred is not None else 0
+
     def forward(self, microbatch: int, x: torch.Tensor, target: torch.Tensor | None = None,
                 ) -> torch.Tensor | None:
         """F: run the stage; return its output, detached, for the next stage (None if last)."""
