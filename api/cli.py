@@ -21,7 +21,17 @@ from solver.profile import Profile, load_profile, parse_profile, read_json
 from solver.render.grid import order_grid, time_grid
 from solver.schedule import Schedule, parse_schedule, schedule_from_simulation
 from solver.simulator import simulate
-from solver.solve import BACKENDS, HEURISTIC, ILP, OBJECTIVES, ExactOptions, methods, solve
+from solver.solve import (
+    BACKENDS,
+    HEURISTIC,
+    ILP,
+    OBJECTIVES,
+    ExactOptions,
+    Layout,
+    methods,
+    parse_layouts,
+    solve,
+)
 
 log = logging.getLogger("ppsched")
 
@@ -72,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="largest per-rank span (default) or makespan")
     p.add_argument("--memory-limit", metavar="X", type=_memory_limit, default=_KEEP,
                    help="override the profile's memory_limit: a number, or 'none'")
+    p.add_argument("--layouts", metavar="LIST", type=_layouts, default=(),
+                   help="ways the model may be cut, for a one-chunk profile: comma-separated "
+                   "1 (one stage per rank), v (V placement, 2 chunks), loopN (N chunks, "
+                   "loop placement); the best wins, e.g. --layouts 1,v,loop2")
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule JSON")
     exact = p.add_argument_group("exact refinement (--method ilp)")
     exact.add_argument("--time-limit", metavar="S", type=float, default=10.0,
@@ -115,6 +129,13 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", action="store_true", help="print the schedule as a text grid")
 
 
+def _layouts(text: str) -> tuple[Layout, ...]:
+    try:
+        return parse_layouts(text)
+    except ProfileError as exc:
+        raise argparse.ArgumentTypeError(f"got {exc.value!r}; expected {exc.accepted}") from None
+
+
 def _memory_limit(text: str) -> float | None:
     if text.lower() in ("none", "null"):
         return None
@@ -135,7 +156,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
                            workers=args.workers, fifo=not args.free_order,
                            milp_solver=args.milp_solver)
     schedule = solve(profile, args.method, args.objective, exact=options,
-                     on_progress=_print_progress if args.method == ILP else None)
+                     on_progress=_print_progress if args.method == ILP else None,
+                     layouts=args.layouts)
     print(summary(schedule))
     _write_outputs(args, schedule)
     return 0
@@ -203,7 +225,8 @@ def summary(schedule: Schedule) -> str:
                                                else " ".join(f"{x:g}" for x in limit))
     lines = [
         f"profile      {profile.label} (p={profile.num_ranks}, m={profile.num_microbatches}, "
-        f"v={profile.num_chunks})",
+        f"v={profile.num_chunks}" + (f", placement {profile.placement})"
+                                     if profile.num_chunks > 1 else ")"),
         f"method       {schedule.method} ({info.status})",
         f"cost         {m.cost:.4f}   (makespan {m.makespan:.4f})",
         f"bubble rate  {m.bubble_rate:.4f}",

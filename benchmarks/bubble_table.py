@@ -6,6 +6,11 @@ at 1p memory (the profile's limit, p*m_b), ZB-H2 at 2p, and the heuristic at 1p 
 prints a Markdown table with the paper's ZB-1p/ZB-2p figures beside ours, the peak
 memory and the solve time (best of N runs) of each method, and writes it as Markdown
 and CSV under ``benchmarks/results/``.
+
+A second table cuts the same model into two chunks per rank (DESIGN.md section 2: half
+the times and memory per stage): interleaved 1F1B (loop placement, at its own memory, as
+the paper's 1F1B-I column), ZB-V and the heuristic over V placement at 1p, against the
+best single-chunk result at 1p (the paper's Table 8 has ZB-V below ZB-1p everywhere).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 
 from solver.profile import Profile, parse_profile
 from solver.schedule import Schedule
-from solver.solve import solve
+from solver.solve import parse_layouts, solve
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,26 +44,41 @@ PAPER_TABLE5 = {
     ("gpt28.3b", 256): (0.1352, 0.0594, 0.0257, 0.0594, 0.0018),
 }
 
-# (column, method, memory multiple of the profile's 1p limit)
-RUNS = [("1F1B", "1f1b", 1), ("ZB-H1", "zb-h1", 1), ("ZB-H2", "zb-h2", 2),
-        ("heur-1p", "heuristic", 1), ("heur-2p", "heuristic", 2)]
+# The paper's 1F1B-I column of Table 5, per (model, m).
+PAPER_1F1B_I = {
+    ("gpt1.5b", 24): 0.1055, ("gpt1.5b", 32): 0.0818, ("gpt1.5b", 64): 0.0443,
+    ("gpt6.2b", 24): 0.0808, ("gpt6.2b", 32): 0.0628, ("gpt6.2b", 64): 0.0320,
+    ("gpt14.6b", 48): 0.1104, ("gpt14.6b", 64): 0.0852, ("gpt14.6b", 128): 0.0445,
+    ("gpt28.3b", 96): 0.1493, ("gpt28.3b", 128): 0.1164, ("gpt28.3b", 256): 0.0624,
+}
+
+# (column, method, memory multiple of the profile's 1p limit or None for no limit,
+#  layouts the solver may cut the model into)
+RUNS: list[tuple[str, str, float | None, str]] = [
+    ("1F1B", "1f1b", 1, "1"), ("ZB-H1", "zb-h1", 1, "1"), ("ZB-H2", "zb-h2", 2, "1"),
+    ("heur-1p", "heuristic", 1, "1"), ("heur-2p", "heuristic", 2, "1"),
+    ("1F1B-I", "1f1b-interleaved", None, "loop2"), ("ZB-V", "zb-v", 1, "v"),
+    ("heur-V-1p", "heuristic", 1, "v")]
 
 
-def with_limit_multiple(profile: Profile, multiple: float) -> Profile:
+def with_limit_multiple(profile: Profile, multiple: float | None) -> Profile:
     data = profile.model_dump()
-    if data["memory_limit"] is not None:
+    if multiple is None:
+        data["memory_limit"] = None
+    elif data["memory_limit"] is not None:
         limit = data["memory_limit"]
         data["memory_limit"] = [x * multiple for x in limit] if isinstance(limit, list) \
             else limit * multiple
     return parse_profile(data)
 
 
-def timed_solve(profile: Profile, method: str, repeat: int) -> tuple[Schedule, float]:
+def timed_solve(profile: Profile, method: str, repeat: int, layouts: str = "1",
+                ) -> tuple[Schedule, float]:
     best = float("inf")
     schedule = None
     for _ in range(repeat):
         began = time.perf_counter()
-        schedule = solve(profile, method)
+        schedule = solve(profile, method, layouts=parse_layouts(layouts))
         best = min(best, time.perf_counter() - began)
     assert schedule is not None
     return schedule, best
@@ -78,9 +98,9 @@ def main() -> None:
         paper = PAPER_TABLE5.get((model, base.num_microbatches))
         row: dict[str, object] = {"config": base.label, "p": base.num_ranks,
                                   "m": base.num_microbatches}
-        for column, method, multiple in RUNS:
+        for column, method, multiple, layouts in RUNS:
             schedule, seconds = timed_solve(with_limit_multiple(base, multiple), method,
-                                            args.repeat)
+                                            args.repeat, layouts)
             assert schedule.metrics is not None
             row[column] = round(schedule.metrics.bubble_rate, 4)
             row[f"{column} cost"] = round(schedule.metrics.cost, 3)
@@ -89,6 +109,8 @@ def main() -> None:
         if paper:
             row["paper 1F1B"], row["paper ZB-1p"], row["paper ZB-2p"] = \
                 paper[0], paper[3], paper[4]
+        row["paper 1F1B-I"] = PAPER_1F1B_I.get((model, base.num_microbatches), "")
+        row["V < 1-chunk at 1p"] = row["heur-V-1p cost"] < row["heur-1p cost"]  # type: ignore[operator]
         row["heur-1p <= ZB-H1"] = row["heur-1p cost"] <= row["ZB-H1 cost"]  # type: ignore[operator]
         row["heur-2p <= ZB-H2"] = row["heur-2p cost"] <= row["ZB-H2 cost"]  # type: ignore[operator]
         rows.append(row)
@@ -100,7 +122,7 @@ def main() -> None:
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    markdown = _markdown(rows)
+    markdown = _markdown(rows) + "\n" + _markdown_chunks(rows)
     (out / "bubble_table.md").write_text(markdown)
     print(markdown)
 
@@ -126,6 +148,26 @@ def _markdown(rows: list[dict[str, object]]) -> str:
             f"{r['1F1B ms']} / {r['ZB-H1 ms']} / {r['ZB-H2 ms']}",
             f"{'yes' if r['heur-1p <= ZB-H1'] else 'NO'}, "
             f"{'yes' if r['heur-2p <= ZB-H2'] else 'NO'}"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_chunks(rows: list[dict[str, object]]) -> str:
+    head = ["config", "1F1B-I", "paper 1F1B-I", "1F1B-I peak mem", "ZB-V 1p", "heur-V 1p",
+            "heur 1-chunk 1p", "V cost / 1-chunk cost", "V < 1-chunk", "heur-V ms"]
+    lines = [
+        "Two chunks per rank, the same model (per-stage times and memory halved). 1F1B-I: "
+        "interleaved 1F1B, loop placement, no limit (its own memory, as the paper's "
+        "column); ZB-V and heur-V (the heuristic over V placement) at 1p.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in rows:
+        ratio = r["heur-V-1p cost"] / r["heur-1p cost"]  # type: ignore[operator]
+        lines.append("| " + " | ".join(str(x) for x in [
+            r["config"], r["1F1B-I"], r.get("paper 1F1B-I", ""), r["1F1B-I mem"], r["ZB-V"],
+            r["heur-V-1p"], r["heur-1p"], f"{ratio:.4f}",
+            "yes" if r["V < 1-chunk at 1p"] else "NO", r["heur-V-1p ms"]]) + " |")
     return "\n".join(lines) + "\n"
 
 

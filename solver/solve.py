@@ -7,14 +7,17 @@ named schedules, ``heuristic`` (the Zero Bubble heuristic with its knob search) 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
+from solver.chunking import with_chunks
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.exact import ExactResult, ProgressFn
-from solver.generators import REGISTRY, get_generator
+from solver.generators import REGISTRY, Orders, get_generator
+from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
-from solver.profile import Profile
+from solver.profile import Problem, Profile
 from solver.render.grid import order_grid
 from solver.schedule import Schedule, schedule_from_simulation
 from solver.simulator import simulate
@@ -50,6 +53,37 @@ class ExactOptions:
             raise ProfileError("workers", self.workers, "an integer >= 1")
 
 
+Layout = tuple[int, str | None]
+"""Chunks per rank and placement: ``(1, None)``, ``(2, "v")``, ``(2, "loop")``, ..."""
+
+
+def parse_layouts(text: str) -> tuple[Layout, ...]:
+    """Layouts from their short names, comma-separated: ``1``, ``v`` (or ``v2``), ``loopN``.
+
+    Raises:
+        ProfileError: naming the bad entry and the accepted forms.
+    """
+    layouts: list[Layout] = []
+    for item in (x.strip().lower() for x in text.split(",")):
+        if item == "1":
+            layouts.append((1, None))
+        elif item in ("v", "v2"):
+            layouts.append((2, "v"))
+        elif item.startswith("loop") and item[4:].isdigit() and int(item[4:]) >= 2:
+            layouts.append((int(item[4:]), "loop"))
+        else:
+            raise ProfileError("layouts", item, "a comma-separated list of 1 (one stage per "
+                               "rank), v (V placement, 2 chunks) and loopN (N >= 2 chunks, "
+                               "loop placement), e.g. 1,v,loop2")
+    return tuple(dict.fromkeys(layouts))
+
+
+def layout_name(layout: Layout) -> str:
+    """The short name `parse_layouts` reads."""
+    chunks, placement = layout
+    return "1" if chunks == 1 else ("v" if placement == "v" else f"loop{chunks}")
+
+
 def methods() -> dict[str, str]:
     """Method name -> one-line description, for listings and error messages."""
     listing = {
@@ -64,7 +98,7 @@ def methods() -> dict[str, str]:
 
 def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
           exact: ExactOptions | None = None, on_progress: ProgressFn | None = None,
-          ) -> Schedule:
+          layouts: tuple[Layout, ...] = (), ) -> Schedule:
     """Build the schedule `method` makes for `profile`, validated by the simulator.
 
     Args:
@@ -73,6 +107,11 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
         objective: ``cost`` (largest per-rank span) or ``makespan``.
         exact: options of the ``ilp`` method.
         on_progress: for ``ilp``, called with (seconds, best objective, bound).
+        layouts: other ways the user allows to cut a one-chunk profile's model (e.g.
+            ``((1, None), (2, "v"))``, see `parse_layouts`). ``heuristic`` and ``ilp``
+            take the best heuristic result over them (``ilp`` then refines it); a named
+            schedule runs on the first allowed layout it supports. The schedule echoes
+            the profile it was solved for: the re-cut one when another layout won.
 
     Raises:
         ProfileError: unknown method or objective, a shape the method does not support,
@@ -84,19 +123,29 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     if method not in (HEURISTIC, ILP) and method not in REGISTRY:
         raise ProfileError("method", method, "one of " + ", ".join(methods()))
     began = time.perf_counter()
-    problem = profile.problem
+    candidates = _layout_profiles(profile, layouts)
     refined: ExactResult | None = None
     if method in (HEURISTIC, ILP):
-        orders = zb_heuristic(problem, objective).orders
-        name = "zb-heuristic"
+        best = None
+        for candidate in candidates:
+            orders, name = heuristic_orders(candidate.problem, objective)
+            value = _objective(candidate.problem, orders, objective) if len(candidates) > 1 \
+                else 0.0
+            if best is None or value < best[0] - 1e-9:
+                best = (value, candidate, orders, name)
+        assert best is not None
+        _, profile, orders, name = best
         if method == ILP:
             refined = refine(profile, orders, objective, exact or ExactOptions(), on_progress)
             assert refined.orders is not None  # a valid profile always admits a schedule
             orders, name = refined.orders, f"ilp-{refined.backend}"
     else:
-        orders = get_generator(method)(problem)
+        generator = get_generator(method)
+        profile = next((c for c in candidates if generator.supports(c.problem)), profile)
+        orders = generator(profile.problem)
         name = method
     wall_s = time.perf_counter() - began
+    problem = profile.problem
     sim = simulate(problem, orders)
     if sim.violations and all(v.kind == "memory" for v in sim.violations):
         # A named schedule over the limit is the user's choice to fix: say how.
@@ -115,6 +164,39 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
         schedule.solver.fifo = (exact or ExactOptions()).fifo
         schedule.solver.progress = [list(p) for p in refined.progress]
     return schedule
+
+
+def heuristic_orders(problem: Problem, objective: str = "cost") -> tuple[Orders, str]:
+    """The heuristic's orders and the method name they go by, for any shape.
+
+    One chunk per rank: the Zero Bubble heuristic with its knob search. Several: the
+    greedy list scheduler's search together with the named schedules of the placement
+    (ZB-V, V-Half, V-Min, interleaved 1F1B) that fit the memory limit.
+    """
+    if problem.num_chunks == 1:
+        return zb_heuristic(problem, objective).orders, "zb-heuristic"
+    orders, source = greedy_search(problem, objective)
+    return orders, "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
+
+
+def _objective(problem: Problem, orders: Orders, objective: str) -> float:
+    metrics = simulate(problem, orders).metrics
+    if metrics is None:  # orders that cannot be timed never win
+        return math.inf
+    return metrics.makespan if objective == "makespan" else metrics.cost
+
+
+def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Profile]:
+    """The profile re-cut for each allowed layout (the profile alone if none are given)."""
+    if not layouts:
+        return [profile]
+    if profile.num_chunks != 1:
+        if all(layout == (profile.num_chunks, profile.placement) for layout in layouts):
+            return [profile]
+        raise ProfileError("layouts", ",".join(map(layout_name, layouts)),
+                           "layouts only for a profile with num_chunks = 1 (this one is "
+                           f"already cut into {profile.num_chunks} chunks per rank)")
+    return [with_chunks(profile, chunks, placement) for chunks, placement in layouts]
 
 
 def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,

@@ -25,26 +25,51 @@ class Generator:
     fn: GeneratorFn
     summary: str
     num_chunks: tuple[int, ...] = (1,)
+    """The chunk counts `v` it supports; an empty tuple means any `v >= 2`."""
+    placement: str | None = None
+    """The placement it needs when `v > 1` (``loop`` or ``v``); None for single-chunk."""
+
+    def supports(self, problem: Problem) -> bool:
+        """Whether this generator can order `problem` (its chunk count and placement)."""
+        if problem.num_chunks == 1:
+            return 1 in self.num_chunks
+        return (not self.num_chunks or problem.num_chunks in self.num_chunks) and \
+            problem.placement == self.placement
 
     def __call__(self, problem: Problem) -> Orders:
-        if problem.num_chunks not in self.num_chunks:
-            raise ProfileError("num_chunks", problem.num_chunks,
-                               f"{' or '.join(map(str, self.num_chunks))} for schedule "
-                               f"'{self.name}'")
+        if not self.supports(problem):
+            raise self.refusal(problem)
         return self.fn(problem)
+
+    def refusal(self, problem: Problem) -> ProfileError:
+        """The error naming why `problem`'s shape is not one this generator orders."""
+        chunks = "= " + " or ".join(map(str, self.num_chunks)) if self.num_chunks else ">= 2"
+        wanted = f"num_chunks {chunks}" + (
+            f" with placement '{self.placement}'" if self.placement else "")
+        chunks_ok = problem.num_chunks in self.num_chunks or (
+            not self.num_chunks and problem.num_chunks > 1)
+        if chunks_ok and problem.num_chunks > 1:
+            return ProfileError("placement", problem.placement,
+                                f"'{self.placement}' for schedule '{self.name}'")
+        hint = ""
+        if problem.num_chunks == 1 and self.placement:
+            layout = "v" if self.placement == "v" else "loop2"
+            hint = f" (allow layout '{layout}' to re-cut a one-chunk profile's model)"
+        return ProfileError("num_chunks", problem.num_chunks, f"{wanted} for schedule "
+                            f"'{self.name}'{hint}")
 
 
 REGISTRY: dict[str, Generator] = {}
 
 
 def register(name: str, summary: str, num_chunks: tuple[int, ...] = (1,),
-             ) -> Callable[[GeneratorFn], GeneratorFn]:
+             placement: str | None = None) -> Callable[[GeneratorFn], GeneratorFn]:
     """Decorator: add a generator to the registry under `name`."""
 
     def add(fn: GeneratorFn) -> GeneratorFn:
         if name in REGISTRY:
             raise RuntimeError(f"generator {name!r} registered twice")
-        REGISTRY[name] = Generator(name, fn, summary, num_chunks)
+        REGISTRY[name] = Generator(name, fn, summary, num_chunks, placement)
         return fn
 
     return add
@@ -59,4 +84,4 @@ def get_generator(name: str) -> Generator:
 
 
 # Registration happens on import of the modules that define generators.
-from solver.generators import classic, zero_bubble  # noqa: E402, F401
+from solver.generators import classic, interleaved, v_shape, zero_bubble  # noqa: E402, F401

@@ -139,7 +139,8 @@ def test_peak_memory(p: int) -> None:
     m_b = 1.5
     for m in range(1, 2 * p + 4):
         problem = _problem(p, m, times, m_b=m_b, m_w=m_b)  # deferred Ws hold all of m_b
-        peaks = {name: max(_run(name, problem).peak_memory) for name in REGISTRY}
+        peaks = {name: max(_run(name, problem).peak_memory) for name, generator
+                 in REGISTRY.items() if generator.supports(problem)}
         assert peaks["gpipe"] == pytest.approx(m * m_b)
         assert peaks["1f1b"] == pytest.approx(min(m, p) * m_b)
         assert peaks["zb-h1"] == pytest.approx(min(m, p) * m_b)

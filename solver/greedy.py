@@ -1,0 +1,243 @@
+"""A greedy list scheduler for any stage-to-rank map: the Zero Bubble heuristic's rules
+(B first, F while memory allows, W into the bubbles) for several chunks per rank.
+
+The single-chunk heuristic (`solver.heuristic`) builds 1F1B waves stage by stage; with
+several stages per rank there are no waves to follow, so this one simulates time: each
+rank, whenever it is free, takes the op the rules prefer among those whose inputs have
+arrived, in the order of the cost model's list scheduling (DESIGN.md section 3). Its
+orders are re-timed and validated by the simulator like every other order.
+
+Rules, in order, for a free rank at time t:
+
+1. a B whose gradient has arrived (the B chain is the critical path);
+2. an F whose input has arrived, if the rank has room for its activation and still for
+   one microbatch to pass through each of the rank's later stages (without that room an
+   early stage could fill the memory and starve the later ones: a deadlock);
+3. otherwise a W (oldest first) when the idle gap before the next arrival is at least
+   ``fill`` of the W's time, or when an F waits for memory that the W frees;
+4. otherwise wait for the next arrival.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from solver.generators import REGISTRY, Orders
+from solver.ops import Op
+from solver.profile import Problem
+from solver.simulator import simulate
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class GreedyKnobs:
+    """One point of the greedy scheduler's search space.
+
+    Attributes:
+        fill: a W starts in an idle gap when the gap is at least this fraction of it.
+        deep_first: among ready Fs (and Bs arriving together), prefer the later stage
+            (depth-first: a microbatch goes through the rank's chunks before a new one
+            starts); False prefers the earlier stage (breadth-first).
+        memory_cap: the memory the F rule may fill, as a fraction of each rank's limit
+            (1.0: all of it; less holds fewer microbatches in flight, like 1F1B's warm-up).
+    """
+
+    fill: float = 1.0
+    deep_first: bool = True
+    memory_cap: float = 1.0
+
+
+def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
+    """Per-rank orders by the rules above, or None if they reach a deadlock.
+
+    A deadlock can only come from the memory rule (every rank waiting for a B that needs
+    room somewhere); the caller then tries other knobs or falls back to a named schedule.
+    """
+    p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
+    t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
+    m_b, m_w = problem.m_b, problem.m_w
+    rank_stages = [sorted(stages) for stages in problem.rank_to_stages]
+    # Room a rank keeps free, per stage: one activation of each of its later stages.
+    reserve = [0.0] * num_stages
+    for stages in rank_stages:
+        for i, s in enumerate(stages):
+            reserve[s] = sum(m_b[t] for t in stages[i + 1:])
+    limit = [x * knobs.memory_cap if math.isfinite(x) else x for x in problem.memory_limit]
+    hard_limit = problem.memory_limit
+    comm_down = [problem.comm(s, s + 1) for s in range(num_stages - 1)]  # s -> s+1
+
+    end_f = [[math.nan] * m for _ in range(num_stages)]
+    end_b = [[math.nan] * m for _ in range(num_stages)]
+    next_f = [0] * num_stages
+    next_b = [0] * num_stages
+    next_w = [0] * num_stages
+    memory = [0.0] * p
+    clock = [0.0] * p  # when each rank is next free to decide
+    remaining = [3 * m * len(stages) for stages in rank_stages]
+    orders: Orders = [[] for _ in range(p)]
+    stalled = [False] * p
+
+    def f_arrival(s: int, j: int) -> float:
+        if s == 0:
+            return 0.0
+        done = end_f[s - 1][j]
+        return done + comm_down[s - 1] if done == done else math.inf
+
+    def b_arrival(s: int, j: int) -> float:
+        if s == num_stages - 1:
+            done = end_f[s][j]
+            return done if done == done else math.inf
+        done = end_b[s + 1][j]
+        return done + comm_down[s] if done == done else math.inf
+
+    while True:
+        # The undecided rank with the earliest clock decides next; every op another rank
+        # has yet to place ends later, so what has arrived by then is already known.
+        r = -1
+        for q in range(p):
+            if remaining[q] and not stalled[q] and (r < 0 or clock[q] < clock[r]):
+                r = q
+        if r < 0:
+            if any(remaining):
+                return None  # every rank waits on another: deadlock
+            return orders
+        now = clock[r]
+        stages = rank_stages[r]
+        by_depth = stages[::-1] if knobs.deep_first else stages
+
+        # Rule 1: a B whose gradient has arrived.
+        best_b, best_b_at = -1, math.inf
+        for s in by_depth:
+            j = next_b[s]
+            if j < next_f[s]:
+                at = b_arrival(s, j)
+                if at < best_b_at - _EPS:
+                    best_b, best_b_at = s, at
+        if best_b >= 0 and best_b_at <= now + _EPS:
+            s, j = best_b, next_b[best_b]
+            end = now + t_b[s]
+            end_b[s][j] = end
+            next_b[s] += 1
+            memory[r] += m_w[s] - m_b[s]
+            _place(orders, r, Op("B", s, j), clock, end, remaining, stalled)
+            continue
+
+        # Rule 2: an F whose input has arrived and that has room.
+        best_f, best_f_at, blocked = -1, math.inf, False
+        for s in by_depth:
+            j = next_f[s]
+            if j >= m:
+                continue
+            at = f_arrival(s, j)
+            if memory[r] + m_b[s] + reserve[s] > limit[r] + _EPS and (
+                    reserve[s] > 0 or memory[r] + m_b[s] > hard_limit[r] + _EPS):
+                if at <= now + _EPS:
+                    blocked = True
+                continue
+            if at < best_f_at - _EPS:
+                best_f, best_f_at = s, at
+        if best_f >= 0 and best_f_at <= now + _EPS:
+            s, j = best_f, next_f[best_f]
+            end = now + t_f[s]
+            end_f[s][j] = end
+            next_f[s] += 1
+            memory[r] += m_b[s]
+            _place(orders, r, Op("F", s, j), clock, end, remaining, stalled)
+            continue
+
+        # Rule 3: a W into the gap, or to free memory for a waiting F.
+        next_at = min(best_b_at, best_f_at)
+        w_stage = -1
+        for s in stages:
+            if next_w[s] < next_b[s] and (
+                    w_stage < 0 or end_b[s][next_w[s]] < end_b[w_stage][next_w[w_stage]]):
+                w_stage = s
+        if w_stage >= 0 and (blocked or next_at - now >= knobs.fill * t_w[w_stage] - _EPS):
+            s, j = w_stage, next_w[w_stage]
+            next_w[s] += 1
+            memory[r] -= m_w[s]
+            _place(orders, r, Op("W", s, j), clock, now + t_w[s], remaining, stalled)
+            continue
+
+        # Rule 4: wait for the next arrival (or, if none is known yet, for other ranks).
+        if next_at < math.inf:
+            clock[r] = next_at
+        else:
+            stalled[r] = True
+
+
+def _place(orders: Orders, r: int, op: Op, clock: list[float], end: float,
+           remaining: list[int], stalled: list[bool]) -> None:
+    orders[r].append(op)
+    clock[r] = end
+    remaining[r] -= 1
+    # A new op may be what a stalled rank waits for: let every rank look again.
+    for q in range(len(stalled)):
+        stalled[q] = False
+
+
+FILL_CHOICES = (1.0, 0.5, 0.0)
+MEMORY_CAPS = (1.0, 0.875, 0.75)
+
+
+def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, str]:
+    """The best order among the greedy's knob settings and the named schedules for this
+    placement that fit the memory limit, by `objective` (``cost`` or ``makespan``).
+
+    Returns the orders and where they came from (``greedy`` or a schedule's name). One
+    candidate always fits: microbatches one after another through the whole pipeline
+    (`one_at_a_time`) holds only what any schedule must.
+    """
+    best: tuple[float, Orders, str] | None = None
+    best_knobs: GreedyKnobs | None = None
+
+    def consider(orders: Orders | None, source: str, knobs: GreedyKnobs | None = None,
+                 ) -> None:
+        nonlocal best, best_knobs
+        if orders is None:
+            return
+        sim = simulate(problem, orders)
+        if not sim.ok or sim.metrics is None:
+            return
+        value = sim.metrics.makespan if objective == "makespan" else sim.metrics.cost
+        if best is None or value < best[0] - _EPS:
+            best, best_knobs = (value, orders, source), knobs
+
+    # The fill and priority rules first, with all the memory; then, for the best of them,
+    # holding fewer microbatches in flight (which can shorten the cool-down).
+    for deep_first in (True, False):
+        for fill in FILL_CHOICES:
+            knobs = GreedyKnobs(fill, deep_first)
+            consider(greedy_schedule(problem, knobs), "greedy", knobs)
+    if best_knobs is not None and any(map(math.isfinite, problem.memory_limit)):
+        for cap in MEMORY_CAPS[1:]:
+            knobs = dataclasses.replace(best_knobs, memory_cap=cap)
+            consider(greedy_schedule(problem, knobs), "greedy", knobs)
+    for name, generator in sorted(REGISTRY.items()):
+        if generator.supports(problem) and problem.num_chunks > 1:
+            try:
+                consider(generator(problem), name)
+            except ValueError:
+                continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
+    consider(one_at_a_time(problem), "one-at-a-time")
+    assert best is not None  # one_at_a_time always fits a valid profile
+    return best[1], best[2]
+
+
+def one_at_a_time(problem: Problem) -> Orders:
+    """Each microbatch through every stage and back before the next starts.
+
+    Holds one microbatch's activations per rank: the least any schedule needs, so it fits
+    every limit a valid profile allows. The slowest order there is; the fallback only.
+    """
+    orders: Orders = [[] for _ in range(problem.num_ranks)]
+    rank_of = problem.stage_to_rank
+    for j in range(problem.num_microbatches):
+        for s in range(problem.num_stages):
+            orders[rank_of[s]].append(Op("F", s, j))
+        for s in reversed(range(problem.num_stages)):
+            orders[rank_of[s]].append(Op("BW", s, j))
+    return orders
