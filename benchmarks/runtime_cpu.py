@@ -17,6 +17,7 @@ dominates communication. Steps:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -92,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     from runtime_adapter.timeline import compare, measured_schedule
 
+    load_before = os.getloadavg()[0]
     # 1. Profile.
     p = 2
     profile = launch_local(_profile, p, args.hidden, args.layers_per_stage,
@@ -110,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                        timeout_s=600)[0]
     print(f"\nhidden {args.hidden}, {args.layers_per_stage} blocks per stage, microbatch "
           f"{args.microbatch_size}, m = {args.microbatches}, 2 ranks x 1 thread, median of "
-          f"{args.steps} steps\n")
+          f"{args.steps} steps; load average {load_before:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores)\n")
     print("| schedule | predicted cost (ms) | measured step (ms) | error | recorded span (ms) "
           "| measured bubble | vs 1F1B |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
