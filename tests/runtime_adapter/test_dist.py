@@ -85,9 +85,10 @@ def test_a_schedule_that_does_not_match_the_ranks_is_refused(what: str) -> None:
 
 
 def test_thirty_steps_do_not_grow_memory() -> None:
-    # A leaked stash of this model (hidden 256, 8 microbatches of 8) holds about 1.4 MiB per
-    # step per rank, far above allocator noise over 25 steps.
+    # A leaked stash of this model (hidden 256, 8 microbatches of 64) holds about 11 MiB per
+    # step per rank: over 200 MiB in the 20 steps measured. Allocator noise under a loaded
+    # machine reached 15 MiB; live tensors are counted exactly.
     for figures in launch_local(workers.leak, 2, 30, timeout_s=180):
         assert figures["held"] == 0
         assert figures["tensor_growth"] == 0, figures
-        assert figures["rss_growth_mib"] < 8.0, figures
+        assert figures["rss_growth_mib"] < 40.0, figures

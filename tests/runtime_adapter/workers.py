@@ -96,13 +96,14 @@ def equivalence(rank: int, world: int, cases: list[tuple[str, int, int, str | No
 
 
 def _executor(rank: int, world: int, method: str, m: int, *, hidden: int = HIDDEN,
-              layers: int = 1, timeout_s: float = 30.0,
+              layers: int = 1, timeout_s: float = 30.0, microbatch_size: int = 8,
               ) -> tuple[PipelineExecutor, list[torch.Tensor], list[torch.Tensor]]:
     schedule = build_schedule(method, world, m)
     stages = mlp_stages(schedule.profile.problem.num_stages, hidden=hidden,
                         layers_per_stage=layers, seed=7)
     mine = {s: stages[s] for s in schedule.profile.problem.rank_to_stages[rank]}
-    inputs, targets = example_batch(m, hidden=hidden, microbatch_size=8, seed=3)
+    inputs, targets = example_batch(m, hidden=hidden, microbatch_size=microbatch_size,
+                                    seed=3)
     return PipelineExecutor(schedule, mine, mse_loss, timeout_s=timeout_s), inputs, targets
 
 
@@ -177,19 +178,20 @@ def _rss_bytes() -> int:
 
 def leak(rank: int, world: int, steps: int) -> dict[str, float]:
     """`steps` steps of ZB-H1 (B/W split) with Adam: resident memory and live tensors
-    after step 5 and after the last; what the runners still hold at the end."""
-    executor, inputs, targets = _executor(rank, world, "zb-h1", 8, hidden=256, layers=2)
+    after step 10 and after the last; what the runners still hold at the end."""
+    executor, inputs, targets = _executor(rank, world, "zb-h1", 8, hidden=256, layers=2,
+                                          microbatch_size=64)
     optimizer = torch.optim.Adam(executor.parameters(), lr=1e-4)
     marks: dict[int, tuple[int, int]] = {}
     for step in range(1, steps + 1):
         executor.run(inputs, targets)
         step_optimizer(optimizer, executor.parameters(), post_validation=True)
-        if step in (5, steps):
+        if step in (10, steps):
             gc.collect()
             with warnings.catch_warnings():  # isinstance on some objects warns
                 warnings.simplefilter("ignore")
                 live = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
             marks[step] = (_rss_bytes(), live)
     held = sum(a + b for r in executor.runners.values() for a, b in [r.held()])
-    return {"rss_growth_mib": (marks[steps][0] - marks[5][0]) / 2**20,
-            "tensor_growth": float(marks[steps][1] - marks[5][1]), "held": float(held)}
+    return {"rss_growth_mib": (marks[steps][0] - marks[10][0]) / 2**20,
+            "tensor_growth": float(marks[steps][1] - marks[10][1]), "held": float(held)}
