@@ -11,7 +11,10 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[service,test,sweep]'
+	# torch==2.13.0 is the local CPU build (any other spec pulls the CUDA wheels); first,
+	# so that the `torch` extra's range is already met by it.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[service,test,sweep,torch]'
 	touch $(STAMP)
 
 # Start the HTTP service (web page, API, docs at /docs) on HOST:PORT; Ctrl-C stops it.

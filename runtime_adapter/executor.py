@@ -1,0 +1,324 @@
+"""The executor: one training step's F, B, W and BW ops, in exactly the schedule's order.
+
+Each rank walks its op list. Before an op it posts, in one ``batch_isend_irecv``, the sends
+the previous op produced and the receive this op needs, preceded by every earlier message
+of the same sender that is not yet posted: receives on a channel are always posted in the
+sender's send order, the one order NCCL (whose point-to-point ops carry no tags) can
+match, and the order gloo matches too. Sends never block a rank; a rank blocks only on the
+receive its next op needs, exactly as the cost model assumes, so a schedule the simulator
+accepts (no deadlock) runs without deadlock. Every wait has a deadline.
+
+Usage (one process per rank, ``torch.distributed`` initialised)::
+
+    executor = PipelineExecutor(schedule, {stage: module, ...}, loss_fn)
+    result = executor.run(microbatches, targets)      # loss on the last stage's rank
+    step_optimizer(optimizer, executor.parameters())  # runtime_adapter.optim
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from runtime_adapter.comm import (
+    PipelineTimeout,
+    ScheduleMismatch,
+    decode_meta,
+    empty_meta,
+    encode_meta,
+    wait,
+)
+from runtime_adapter.plan import Message, RankPlan, check_schedule, plan_rank
+from runtime_adapter.stage import LossFn, StageRunner
+from runtime_adapter.timeline import OpRecord
+from solver.ops import Op
+from solver.schedule import Schedule, parse_schedule
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepResult:
+    """What one step produced on this rank.
+
+    Attributes:
+        loss: the mean of the microbatches' losses, on the rank of the last stage (None
+            elsewhere).
+        records: each op's start and end in seconds from the step's start (when recorded).
+    """
+
+    loss: float | None
+    records: list[OpRecord] = field(default_factory=list)
+
+
+class PipelineExecutor:
+    """Runs a schedule's ops for this rank's stages with torch.distributed point-to-point.
+
+    Args:
+        schedule: a `Schedule` or its JSON object (DESIGN.md section 4).
+        stages: this rank's stage modules by global stage index; their Linears become
+            `SplitLinear` in place (see `runtime_adapter.weight_grad`).
+        loss_fn: ``loss_fn(output, target)`` of one microbatch; the step's loss is the mean
+            over microbatches.
+        group: the pipeline's process group (default: the world).
+        timeout_s: the longest any single wait may take before `PipelineTimeout`.
+
+    Raises:
+        ScheduleMismatch: on every rank, when any rank's stages, the world size or the
+            orders do not match the schedule; found before any point-to-point traffic.
+    """
+
+    def __init__(self, schedule: Schedule | dict[str, Any], stages: Mapping[int, nn.Module],
+                 loss_fn: LossFn, *, group: dist.ProcessGroup | None = None,
+                 timeout_s: float = 60.0) -> None:
+        self.schedule = schedule if isinstance(schedule, Schedule) else parse_schedule(schedule)
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self.timeout_s = timeout_s
+        first = next((p for m in stages.values() for p in m.parameters()), None)
+        self.device = first.device if first is not None else torch.device("cpu")
+        error = check_schedule(self.schedule, self.rank, self.world_size, set(stages))
+        self._agree(error)
+        self.plan: RankPlan = plan_rank(self.schedule, self.rank)
+        m = self.schedule.profile.num_microbatches
+        last = self.plan.num_stages - 1
+        self.runners = {s: StageRunner(s, stages[s], is_last=s == last, loss_fn=loss_fn,
+                                       num_microbatches=m) for s in self.plan.stages}
+        self._in_meta: dict[int, tuple[torch.Size, torch.dtype]] = {}
+        self._out_meta: dict[int, tuple[torch.Size, torch.dtype]] = {}
+        self._input_meta: tuple[torch.Size, torch.dtype] | None = None
+        self._channel_index = {msg: (src, k) for src, msgs in self.plan.recv_order.items()
+                               for k, msg in enumerate(msgs)}
+
+    def parameters(self) -> list[nn.Parameter]:
+        """This rank's stage parameters (for the optimizer)."""
+        return [p for s in self.plan.stages for p in self.runners[s].module.parameters()]
+
+    # Setup.
+
+    def _peer(self, rank: int) -> int:
+        return rank if self.group is None else dist.get_global_rank(self.group, rank)
+
+    def _agree(self, error: str | None) -> None:
+        """Every rank learns whether any rank refused the schedule (one small all-reduce)."""
+        flags = torch.zeros(self.world_size, dtype=torch.int64, device=self.device)
+        flags[self.rank] = 1 if error else 0
+        work = dist.all_reduce(flags, group=self.group, async_op=True)
+        wait(work, time.monotonic() + self.timeout_s,
+             f"rank {self.rank} checking the schedule with the other ranks")
+        if error:
+            raise ScheduleMismatch(f"rank {self.rank} refuses the schedule: {error}")
+        bad = [r for r, x in enumerate(flags.tolist()) if x]
+        if bad:
+            raise ScheduleMismatch(f"rank(s) {bad} refused the schedule (see their error); "
+                                   f"rank {self.rank} stops before any traffic")
+
+    def _handshake(self, example: torch.Tensor | None) -> None:
+        """Learn every boundary's activation shape, in stage order (once per executor).
+
+        Each stage runs one no-grad forward on zeros of its input's shape and passes its
+        output's shape and dtype on; a chain in stage order cannot deadlock.
+        """
+        plan, deadline = self.plan, time.monotonic() + self.timeout_s
+        meta: tuple[torch.Size, torch.dtype] | None = None
+        for s in range(plan.num_stages):
+            here = plan.stage_to_rank[s]
+            if here != self.rank:
+                continue
+            if s == 0:
+                assert example is not None, "the rank of stage 0 has the microbatches"
+                meta = (example.shape, example.dtype)
+            elif plan.stage_to_rank[s - 1] != self.rank:
+                header = empty_meta(self.device)
+                work = dist.irecv(header, self._peer(plan.stage_to_rank[s - 1]), self.group)
+                wait(work, deadline, f"rank {self.rank} waiting for the activation shape of "
+                     f"stage {s - 1} from rank {plan.stage_to_rank[s - 1]}")
+                meta = decode_meta(header)
+            assert meta is not None, "stage s-1 ran on this rank just before"
+            self._in_meta[s] = meta
+            with torch.no_grad():
+                zeros = torch.zeros(meta[0], dtype=meta[1], device=self.device)
+                out = self.runners[s].module(zeros)
+            meta = (out.shape, out.dtype)
+            self._out_meta[s] = meta
+            if s + 1 < plan.num_stages and plan.stage_to_rank[s + 1] != self.rank:
+                header = encode_meta(out.shape, out.dtype, self.device)
+                work = dist.isend(header, self._peer(plan.stage_to_rank[s + 1]), self.group)
+                wait(work, deadline, f"rank {self.rank} sending the activation shape of "
+                     f"stage {s} to rank {plan.stage_to_rank[s + 1]}")
+
+    # The step.
+
+    def run(self, microbatches: Sequence[torch.Tensor] | None = None,
+            targets: Sequence[torch.Tensor] | None = None, *, record: bool = False,
+            ) -> StepResult:
+        """Run this rank's ops of one step; gradients end in the parameters' ``.grad``.
+
+        Args:
+            microbatches: the step's `m` inputs (needed on the rank of stage 0).
+            targets: the `m` targets for `loss_fn` (needed on the rank of the last stage).
+            record: measure each op's start and end (a barrier aligns the ranks' clocks;
+                on CUDA each op is synchronised).
+
+        Raises:
+            ValueError: missing or wrongly sized microbatches or targets.
+            PipelineTimeout: a wait took longer than ``timeout_s``.
+        """
+        plan = self.plan
+        m = self.schedule.profile.num_microbatches
+        has_first = 0 in plan.stages
+        has_last = plan.num_stages - 1 in plan.stages
+        inputs = self._checked("microbatches", microbatches, m) if has_first else None
+        labels = self._checked("targets", targets, m) if has_last else None
+        if inputs is not None:
+            meta = (inputs[0].shape, inputs[0].dtype)
+            if self._input_meta is not None and meta != self._input_meta:
+                raise ValueError(f"invalid 'microbatches': got shape {tuple(meta[0])}; "
+                                 f"expected {tuple(self._input_meta[0])} as in the first step")
+            self._input_meta = meta
+        if not self._in_meta:
+            self._handshake(inputs[0] if inputs is not None else None)
+        for runner in self.runners.values():
+            for p in runner.module.parameters():
+                p.grad = None
+            runner.losses.clear()
+        if record:
+            work = dist.all_reduce(torch.zeros(1, device=self.device), group=self.group,
+                                   async_op=True)
+            wait(work, time.monotonic() + self.timeout_s, f"rank {self.rank} at the "
+                 "barrier that starts a recorded step")
+        t0 = time.perf_counter()
+        records: list[OpRecord] = []
+        state = _StepState()
+        for i, op in enumerate(plan.ops):
+            needed = plan.needs[i]
+            self._post(state, needed)
+            received = self._receive(state, needed, op) if needed is not None else None
+            if record and self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            start = time.perf_counter()
+            produced = self._compute(op, received, inputs, labels, state)
+            if record and self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            if record:
+                records.append(OpRecord(op.kind, op.stage, op.microbatch, start - t0,
+                                        time.perf_counter() - t0))
+            for msg in plan.sends[i]:
+                assert produced is not None, f"{op} sends {msg.describe()}"
+                state.to_send.append((msg, produced.contiguous()))
+            state.reap()
+        self._post(state, None)
+        deadline = time.monotonic() + self.timeout_s
+        for msg, (work, _) in state.sending.items():
+            wait(work, deadline, f"rank {self.rank} after its last op, sending "
+                 f"{msg.describe()}")
+        assert not state.posted, f"received but unused: {list(state.posted)}"
+        loss = None
+        if has_last:
+            losses = self.runners[plan.num_stages - 1].losses
+            loss = sum(losses[j] for j in range(m)) / m
+        return StepResult(loss, records)
+
+    def _checked(self, name: str, values: Sequence[torch.Tensor] | None,
+                 m: int) -> list[torch.Tensor]:
+        if values is None or len(values) != m:
+            got = "None" if values is None else f"{len(values)} tensors"
+            raise ValueError(f"invalid '{name}': got {got}; expected num_microbatches = {m} "
+                             f"tensors on rank {self.rank}")
+        return [v.to(self.device) for v in values]
+
+    def _post(self, state: _StepState, needed: Message | None) -> None:
+        """Post pending sends and the receives up to `needed` in its sender's order."""
+        ops: list[dist.P2POp] = []
+        kinds: list[tuple[str, Message, torch.Tensor]] = []
+        for msg, tensor in state.to_send:
+            ops.append(dist.P2POp(dist.isend, tensor, self._peer(msg.dst_rank), self.group))
+            kinds.append(("send", msg, tensor))
+        state.to_send.clear()
+        if needed is not None and needed not in state.posted:
+            src, upto = self._channel_index[needed]
+            channel = self.plan.recv_order[src]
+            for k in range(state.next_recv.get(src, 0), upto + 1):
+                msg = channel[k]
+                shape, dtype = self._recv_meta(msg)
+                buffer = torch.empty(shape, dtype=dtype, device=self.device)
+                ops.append(dist.P2POp(dist.irecv, buffer, self._peer(src), self.group))
+                kinds.append(("recv", msg, buffer))
+            state.next_recv[src] = upto + 1
+        if not ops:
+            return
+        works = dist.batch_isend_irecv(ops)
+        for work, (kind, msg, tensor) in zip(works, kinds, strict=True):
+            (state.sending if kind == "send" else state.posted)[msg] = (work, tensor)
+
+    def _recv_meta(self, msg: Message) -> tuple[torch.Size, torch.dtype]:
+        if msg.kind == "activation":
+            return self._in_meta[msg.dst_stage]
+        return self._out_meta[msg.dst_stage]
+
+    def _receive(self, state: _StepState, msg: Message, op: Op) -> torch.Tensor:
+        work, buffer = state.posted.pop(msg)
+        shape = "x".join(map(str, buffer.shape))
+        wait(work, time.monotonic() + self.timeout_s,
+             f"rank {self.rank} timed out after {self.timeout_s:g} s before op {op.kind}"
+             f"{op.microbatch} of stage {op.stage} (torch name {op.to_torch()}), waiting for "
+             f"rank {msg.src_rank} to send {msg.describe()} ({buffer.dtype} [{shape}])")
+        return buffer
+
+    def _compute(self, op: Op, received: torch.Tensor | None,
+                 inputs: list[torch.Tensor] | None, labels: list[torch.Tensor] | None,
+                 state: _StepState) -> torch.Tensor | None:
+        s, j = op.stage, op.microbatch
+        runner = self.runners[s]
+        if op.kind == "F":
+            if s == 0:
+                assert inputs is not None
+                x = inputs[j]
+            else:
+                x = received if received is not None else state.local.pop(("activation", s, j))
+            out = runner.forward(j, x, labels[j] if labels is not None and runner.is_last
+                                 else None)
+            if out is not None and s + 1 in self.runners:
+                state.local[("activation", s + 1, j)] = out
+            return out
+        if op.kind in ("B", "BW"):
+            grad = None
+            if not runner.is_last:
+                grad = received if received is not None else \
+                    state.local.pop(("gradient", s, j))
+            grad_input = runner.backward_input(j, grad)
+            if op.kind == "BW":
+                runner.backward_weight(j)
+            if grad_input is not None and s - 1 in self.runners:
+                state.local[("gradient", s - 1, j)] = grad_input
+            return grad_input
+        runner.backward_weight(j)
+        return None
+
+
+@dataclass
+class _StepState:
+    """The in-flight traffic and same-rank hand-offs of one step."""
+
+    to_send: list[tuple[Message, torch.Tensor]] = field(default_factory=list)
+    sending: dict[Message, tuple[Any, torch.Tensor]] = field(default_factory=dict)
+    posted: dict[Message, tuple[Any, torch.Tensor]] = field(default_factory=dict)
+    next_recv: dict[int, int] = field(default_factory=dict)
+    local: dict[tuple[str, int, int], torch.Tensor] = field(default_factory=dict)
+
+    def reap(self) -> None:
+        """Forget sends that completed, so their buffers are freed during the step."""
+        done = [msg for msg, (work, _) in self.sending.items() if work.is_completed()]
+        for msg in done:
+            del self.sending[msg]
+
+
+__all__ = ["PipelineExecutor", "PipelineTimeout", "ScheduleMismatch", "StepResult"]

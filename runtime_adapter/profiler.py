@@ -1,0 +1,255 @@
+"""The profiler: measure a model's stages and write a profile the solver accepts as is.
+
+``t_f``, ``t_b`` and ``t_w`` are measured with the executor's own B/W split (a
+`StageRunner` per stage), in ms: CUDA events on GPU, the wall clock on CPU; each is the
+median over `iters` rounds after `warmup`. Memory, in MiB, is counted as bytes of tensors,
+the same way on every device: ``m_b`` is what autograd saves during F (distinct storages,
+parameters excluded), ``m_w`` what the split keeps from B for W. That is exact for the
+tensors themselves and leaves out allocator rounding, caches and workspaces. ``t_comm`` is
+half the round trip of one activation between ranks 0 and 1 (needs two processes).
+
+Run it::
+
+    python -m runtime_adapter.profiler --ranks 2 --microbatches 8 -o profile.json
+    torchrun --nproc-per-node 2 -m runtime_adapter.profiler --ranks 2 -o profile.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from runtime_adapter.stage import LossFn, StageRunner
+from solver.errors import ProfileError
+from solver.profile import parse_profile
+
+log = logging.getLogger(__name__)
+MIB = 2**20
+
+
+class _Timer:
+    """Wall clock on CPU; CUDA events (read after a synchronize) on GPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def time_ms(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                enable_timing=True)
+            start.record()
+            value = fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end), value
+        t0 = time.perf_counter()
+        value = fn()
+        return (time.perf_counter() - t0) * 1e3, value
+
+
+def _saved_bytes(module: nn.Module, fn: Callable[[], Any]) -> tuple[int, Any]:
+    """Run `fn`, counting the bytes of distinct non-parameter storages autograd saves."""
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        value = fn()
+    return sum(storages.values()), value
+
+
+def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, loss_fn: LossFn,
+                   target: torch.Tensor, *, num_ranks: int, num_microbatches: int,
+                   num_chunks: int = 1, placement: str | None = None, t_comm: float = 0.0,
+                   memory_limit: float | None = None, warmup: int = 2, iters: int = 5,
+                   name: str | None = None) -> dict[str, Any]:
+    """Measure every stage on this process's device and return a profile JSON object.
+
+    Args:
+        stages: the model's ``num_ranks * num_chunks`` stages in model order (their Linears
+            become `SplitLinear` in place, as the executor makes them).
+        example_input: one microbatch of the first stage's input.
+        loss_fn: ``loss_fn(output, target)``, applied after the last stage.
+        target: one microbatch's target.
+        num_ranks, num_microbatches, num_chunks, placement, memory_limit: echoed into the
+            profile (DESIGN.md section 2).
+        t_comm: the latency to write (see `measure_t_comm`), ms.
+        warmup, iters: untimed and timed rounds; each figure is the median of `iters`.
+
+    Raises:
+        ValueError: the number of stages is not ``num_ranks * num_chunks``, or a count < 1.
+        ProfileError: the measured profile is not acceptable (the field is named).
+    """
+    num_stages = num_ranks * num_chunks
+    if len(stages) != num_stages:
+        raise ValueError(f"invalid 'stages': got {len(stages)} modules; expected num_ranks * "
+                         f"num_chunks = {num_stages}")
+    if iters < 1 or warmup < 0:
+        raise ValueError(f"invalid 'iters'/'warmup': got {iters}/{warmup}; expected iters >= 1 "
+                         "and warmup >= 0")
+    device = example_input.device
+    timer = _Timer(device)
+    runners = [StageRunner(s, module, is_last=s == num_stages - 1, loss_fn=loss_fn,
+                           num_microbatches=1) for s, module in enumerate(stages)]
+    times: dict[str, list[list[float]]] = {k: [[] for _ in range(num_stages)]
+                                           for k in ("F", "B", "W")}
+    m_b = [0] * num_stages
+    m_w = [0] * num_stages
+    for round_ in range(warmup + iters):
+        timed = round_ >= warmup
+        x: torch.Tensor | None = example_input
+        for s, runner in enumerate(runners):
+            assert x is not None, "only the last stage returns no output"
+            inp = x
+            t, (nbytes, x) = timer.time_ms(lambda r=runner, i=inp: _saved_bytes(
+                r.module, lambda: r.forward(0, i, target)))
+            m_b[s] = nbytes
+            if timed:
+                times["F"][s].append(t)
+        grad: torch.Tensor | None = None
+        for s in reversed(range(num_stages)):
+            runner = runners[s]
+            t, grad = timer.time_ms(lambda r=runner, g=grad: r.backward_input(0, g))
+            m_w[s] = runner.deferred_bytes(0)
+            if timed:
+                times["B"][s].append(t)
+        for s, runner in enumerate(runners):
+            t, _ = timer.time_ms(lambda r=runner: r.backward_weight(0))
+            if timed:
+                times["W"][s].append(t)
+    for module in stages:
+        module.zero_grad(set_to_none=True)
+    for s in range(num_stages):
+        if m_w[s] > m_b[s]:
+            log.warning("stage %d: the W stash (%d B) exceeds what F saved (%d B); m_w is "
+                        "written as m_b (the cost model requires m_w <= m_b)", s, m_w[s], m_b[s])
+    profile: dict[str, Any] = {
+        "name": name or f"measured-p{num_ranks}-v{num_chunks}-m{num_microbatches}",
+        "description": f"measured by runtime_adapter.profiler on {device.type}: times in ms "
+                       f"(median of {iters}), memory in MiB (bytes of saved tensors)",
+        "num_ranks": num_ranks, "num_microbatches": num_microbatches,
+        "num_chunks": num_chunks,
+        "t_f": [_r(statistics.median(v)) for v in times["F"]],
+        "t_b": [_r(statistics.median(v)) for v in times["B"]],
+        "t_w": [_r(statistics.median(v)) for v in times["W"]],
+        "t_comm": _r(t_comm),
+        "m_b": [_r(b / MIB) for b in m_b],
+        "m_w": [_r(min(w, b) / MIB) for w, b in zip(m_w, m_b, strict=True)],
+        "memory_limit": memory_limit,
+    }
+    if num_chunks > 1:
+        profile["placement"] = placement
+    parse_profile(profile)  # the solver must accept it as is
+    return profile
+
+
+def measure_t_comm(shape: Sequence[int], dtype: torch.dtype = torch.float32, *,
+                   device: torch.device | None = None, iters: int = 20,
+                   group: dist.ProcessGroup | None = None) -> float:
+    """Half the median round trip (ms) of one tensor between ranks 0 and 1 (a collective:
+    every rank of `group` calls it; ranks other than 0 and 1 return at once)."""
+    rank = dist.get_rank(group)
+    buffer = torch.zeros(tuple(shape), dtype=dtype, device=device)
+    rtts: list[float] = []
+    for i in range(iters + 2):
+        if rank == 0:
+            t0 = time.perf_counter()
+            dist.send(buffer, 1, group)
+            dist.recv(buffer, 1, group)
+            if i >= 2:
+                rtts.append((time.perf_counter() - t0) * 1e3)
+        elif rank == 1:
+            dist.recv(buffer, 0, group)
+            dist.send(buffer, 0, group)
+    value = torch.tensor([statistics.median(rtts) / 2 if rtts else 0.0], dtype=torch.float64)
+    dist.broadcast(value, 0, group)
+    return float(value.item())
+
+
+def _r(x: float) -> float:
+    return round(x, 6)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m runtime_adapter.profiler``: profile the built-in MLP (see --help)."""
+    from runtime_adapter.model import example_batch, mlp_stages, mse_loss
+
+    parser = argparse.ArgumentParser(
+        prog="python -m runtime_adapter.profiler",
+        description="Measure the built-in example MLP's stages and write a profile JSON "
+        "(under torchrun with 2+ processes, t_comm is measured between ranks 0 and 1).")
+    parser.add_argument("--ranks", type=int, required=True, help="pipeline ranks p")
+    parser.add_argument("--microbatches", type=int, default=8, help="m (default 8)")
+    parser.add_argument("--chunks", type=int, default=1, help="stages per rank v")
+    parser.add_argument("--placement", choices=("loop", "v"), default=None)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers-per-stage", type=int, default=2)
+    parser.add_argument("--microbatch-size", type=int, default=16)
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
+    parser.add_argument("--memory-limit", type=float, default=None, help="MiB per rank")
+    parser.add_argument("-o", "--output", required=True, help="profile JSON to write")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    torch.set_num_threads(args.threads)
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    try:
+        for field in ("ranks", "microbatches", "chunks", "hidden", "layers_per_stage",
+                      "microbatch_size", "iters"):
+            if getattr(args, field) < 1:
+                raise ProfileError(field, getattr(args, field), "an integer >= 1")
+        if args.chunks > 1 and args.placement is None:
+            raise ProfileError("placement", None, f"'loop' or 'v' since --chunks = "
+                               f"{args.chunks} > 1")
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) \
+            if torch.cuda.is_available() else torch.device("cpu")
+        t_comm = 0.0
+        if distributed:
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+            if device.type == "cuda":
+                torch.cuda.set_device(device)
+            t_comm = measure_t_comm((args.microbatch_size, args.hidden), device=device)
+        if distributed and dist.get_rank() != 0:
+            dist.destroy_process_group()
+            return 0
+        stages = [s.to(device) for s in mlp_stages(
+            args.ranks * args.chunks, hidden=args.hidden, layers_per_stage=args.layers_per_stage)]
+        inputs, targets = example_batch(1, microbatch_size=args.microbatch_size,
+                                        hidden=args.hidden)
+        profile = profile_stages(
+            stages, inputs[0].to(device), mse_loss, targets[0].to(device),
+            num_ranks=args.ranks, num_microbatches=args.microbatches, num_chunks=args.chunks,
+            placement=args.placement, t_comm=t_comm, memory_limit=args.memory_limit,
+            iters=args.iters)
+        with open(args.output, "w") as f:
+            json.dump(profile, f, indent=2)
+            f.write("\n")
+        log.info("wrote %s: t_f %s ms, t_b %s ms, t_w %s ms, t_comm %s ms", args.output,
+                 profile["t_f"], profile["t_b"], profile["t_w"], profile["t_comm"])
+    except (ValueError, OSError) as exc:
+        print(f"profiler: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if distributed and dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""Functions the dist tests run on every rank (module level, so spawn can pickle them)."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import time
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from runtime_adapter.executor import PipelineExecutor
+from runtime_adapter.model import example_batch, mlp_stages, mse_loss
+from runtime_adapter.optim import step_optimizer
+from solver.ops import Op
+from solver.profile import parse_profile
+from solver.schedule import Schedule, schedule_from_orders
+from solver.solve import solve
+
+HIDDEN = 16
+CUSTOM = "gpipe-per-chunk"  # built here: valid for any placement
+
+
+def unit_profile(p: int, m: int, v: int = 1, placement: str | None = None) -> Any:
+    data: dict[str, Any] = {"num_ranks": p, "num_microbatches": m, "num_chunks": v,
+                            "t_f": 1.0, "t_b": 1.0, "t_w": 1.0, "m_b": 1.0, "m_w": 0.5}
+    if placement is not None:
+        data["placement"] = placement
+    return parse_profile(data)
+
+
+def gpipe_per_chunk(p: int, m: int, v: int, placement: str) -> Schedule:
+    """Per rank: every F of its stages (stage order, then microbatch order), then per
+    stage in reverse order all its B, then all W: valid for any placement."""
+    profile = unit_profile(p, m, v, placement)
+    orders: list[list[Op]] = []
+    for stages in profile.problem.rank_to_stages:
+        order = [Op("F", s, j) for s in stages for j in range(m)]
+        order += [Op("B", s, j) for s in reversed(stages) for j in range(m)]
+        order += [Op("W", s, j) for s in reversed(stages) for j in range(m)]
+        orders.append(order)
+    return schedule_from_orders(profile, orders, CUSTOM)
+
+
+def build_schedule(method: str, p: int, m: int, v: int = 1,
+                   placement: str | None = None) -> Schedule:
+    if method == CUSTOM:
+        return gpipe_per_chunk(p, m, v, placement or "loop")
+    return solve(unit_profile(p, m, v, placement), method)
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def equivalence(rank: int, world: int, cases: list[tuple[str, int, int, str | None]],
+                ) -> dict[str, dict[str, float]]:
+    """Per case (method, m, v, placement): the largest relative error of the loss, of any
+    gradient, and of any parameter after an Adam step, against the unpipelined model."""
+    out: dict[str, dict[str, float]] = {}
+    for method, m, v, placement in cases:
+        schedule = build_schedule(method, world, m, v, placement)
+        problem = schedule.profile.problem
+        num_stages = problem.num_stages
+        stages = mlp_stages(num_stages, hidden=HIDDEN, layers_per_stage=1, seed=7)
+        inputs, targets = example_batch(m, hidden=HIDDEN, seed=3)
+        # The reference: the whole model, unpipelined, loss = mean over microbatches.
+        reference = nn.Sequential(*copy.deepcopy(stages))
+        ref_loss = sum(mse_loss(reference(x), y) for x, y in zip(inputs, targets, strict=True)) / m
+        ref_loss.backward()
+        ref_grads = {s: [p.grad.clone() for p in reference[s].parameters()]
+                     for s in range(num_stages)}
+        torch.optim.Adam(reference.parameters(), lr=1e-2).step()
+
+        mine = {s: copy.deepcopy(stages[s]) for s in problem.rank_to_stages[rank]}
+        executor = PipelineExecutor(schedule, mine, mse_loss, timeout_s=30)
+        result = executor.run(inputs, targets)
+        loss_err = abs(result.loss - ref_loss.item()) / abs(ref_loss.item()) \
+            if result.loss is not None else 0.0
+        grad_err = max(_rel(p.grad, g) for s in mine
+                       for p, g in zip(mine[s].parameters(), ref_grads[s], strict=True))
+        optimizer = torch.optim.Adam(executor.parameters(), lr=1e-2)
+        step_optimizer(optimizer, executor.parameters())
+        param_err = max(_rel(p.detach(), q.detach()) for s in mine
+                        for p, q in zip(mine[s].parameters(), reference[s].parameters(),
+                                        strict=True))
+        held = [r.held() for r in executor.runners.values()]
+        out[f"{method}-v{v}-{placement}"] = {
+            "loss": loss_err, "grad": grad_err, "param": param_err,
+            "num_params": float(sum(p.numel() for p in executor.parameters())),
+            "held": float(sum(a + b for a, b in held)),
+            "has_loss": float(result.loss is not None)}
+    return out
+
+
+def _executor(rank: int, world: int, method: str, m: int, *, hidden: int = HIDDEN,
+              layers: int = 1, timeout_s: float = 30.0, microbatch_size: int = 8,
+              ) -> tuple[PipelineExecutor, list[torch.Tensor], list[torch.Tensor]]:
+    schedule = build_schedule(method, world, m)
+    stages = mlp_stages(schedule.profile.problem.num_stages, hidden=hidden,
+                        layers_per_stage=layers, seed=7)
+    mine = {s: stages[s] for s in schedule.profile.problem.rank_to_stages[rank]}
+    inputs, targets = example_batch(m, hidden=hidden, microbatch_size=microbatch_size,
+                                    seed=3)
+    return PipelineExecutor(schedule, mine, mse_loss, timeout_s=timeout_s), inputs, targets
+
+
+def post_validation(rank: int, world: int) -> list[dict[str, Any]]:
+    """Three steps (passing check, an inf gradient on rank 1, clipping), each done both
+    ways from the same gradients: post-update validation on the executor's parameters,
+    the synchronous step on a copy. Returns, per step, the outcome and whether the two
+    ends are identical (parameters and optimizer state)."""
+    executor, inputs, targets = _executor(rank, world, "zb-h1", 4)
+    params = executor.parameters()
+    twins = [nn.Parameter(p.detach().clone()) for p in params]
+    post = torch.optim.Adam(params, lr=1e-2)
+    sync = torch.optim.Adam(twins, lr=1e-2)
+    report = []
+    for step, (inject_inf, max_norm) in enumerate([(False, None), (True, None),
+                                                   (False, 1e-3)]):
+        executor.run(inputs, targets)
+        if inject_inf and rank == 1:
+            params[0].grad.view(-1)[0] = float("inf")
+        before = [p.detach().clone() for p in params]
+        for t, p in zip(twins, params, strict=True):
+            t.grad = p.grad.clone()
+        a = step_optimizer(post, params, post_validation=True, max_grad_norm=max_norm)
+        b = step_optimizer(sync, twins, post_validation=False, max_grad_norm=max_norm)
+        state_a, state_b = post.state_dict()["state"], sync.state_dict()["state"]
+        same_state = state_a.keys() == state_b.keys() and all(
+            torch.equal(state_a[k][name], state_b[k][name])
+            for k in state_a for name in state_a[k])
+        report.append({
+            "step": step, "post": a, "sync": b,
+            "same_params": all(torch.equal(p, t) for p, t in zip(params, twins, strict=True)),
+            "same_state": same_state,
+            "unchanged": all(torch.equal(p, q) for p, q in zip(params, before, strict=True)),
+        })
+    return report
+
+
+def timeout(rank: int, world: int) -> str:
+    """Step 1 runs on both ranks; in step 2 rank 0 never starts, rank 1 must time out."""
+    executor, inputs, targets = _executor(rank, world, "1f1b", 2, timeout_s=1.5)
+    executor.run(inputs, targets)
+    if rank == 0:
+        time.sleep(3.0)
+        return ""
+    start = time.monotonic()
+    try:
+        executor.run(inputs, targets)
+    except RuntimeError as exc:
+        return f"{type(exc).__name__} after {time.monotonic() - start:.1f} s: {exc}"
+    return "no error"
+
+
+def mismatch(rank: int, world: int, what: str) -> str:
+    """Both ranks build an executor; rank 1 is wrong (`what`); each returns its error."""
+    schedule = build_schedule("1f1b", 4 if what == "world" else world, 2)
+    stages = mlp_stages(schedule.profile.problem.num_stages, hidden=HIDDEN,
+                        layers_per_stage=1)
+    mine = {rank: stages[rank]}
+    if what == "stages" and rank == 1:
+        mine = {0: stages[0]}
+    try:
+        PipelineExecutor(schedule, mine, mse_loss, timeout_s=10)
+    except ValueError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "accepted"
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def leak(rank: int, world: int, steps: int) -> dict[str, float]:
+    """`steps` steps of ZB-H1 (B/W split) with Adam: resident memory and live tensors
+    after step 10 and after the last; what the runners still hold at the end."""
+    executor, inputs, targets = _executor(rank, world, "zb-h1", 8, hidden=256, layers=2,
+                                          microbatch_size=64)
+    optimizer = torch.optim.Adam(executor.parameters(), lr=1e-4)
+    marks: dict[int, tuple[int, int]] = {}
+    for step in range(1, steps + 1):
+        executor.run(inputs, targets)
+        step_optimizer(optimizer, executor.parameters(), post_validation=True)
+        if step in (10, steps):
+            gc.collect()
+            with warnings.catch_warnings():  # isinstance on some objects warns
+                warnings.simplefilter("ignore")
+                live = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
+            marks[step] = (_rss_bytes(), live)
+    held = sum(a + b for r in executor.runners.values() for a, b in [r.held()])
+    return {"rss_growth_mib": (marks[steps][0] - marks[10][0]) / 2**20,
+            "tensor_growth": float(marks[steps][1] - marks[10][1]), "held": float(held)}
