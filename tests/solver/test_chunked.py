@@ -208,13 +208,18 @@ def test_layouts_refused_for_a_chunked_profile() -> None:
     assert info.value.field == "layouts"
 
 
-def test_ilp_refines_a_v_schedule() -> None:
-    base = load_profile("profiles/uniform-p4-m8.json")
+@pytest.mark.parametrize(("backend", "placement"), [
+    ("cpsat", "v"), ("cpsat", "loop"), ("milp", "v")])
+def test_ilp_refines_a_chunked_schedule(backend: str, placement: str) -> None:
+    # The exact models read the stage-to-rank map as data: nothing assumes one stage
+    # per rank.
     from solver.solve import ExactOptions
 
-    cut = with_chunks(base.model_copy(update={"t_f": 1.0, "t_b": 2.0, "t_w": 1.0}), 2, "v")
+    base = load_profile("profiles/uniform-p4-m8.json")
+    cut = with_chunks(base.model_copy(update={"t_f": 1.0, "t_b": 2.0, "t_w": 1.0,
+                                              "num_microbatches": 6}), 2, placement)
     heuristic = solve(cut)
-    refined = solve(cut, "ilp", exact=ExactOptions(time_limit_s=5.0))
+    refined = solve(cut, "ilp", exact=ExactOptions(backend=backend, time_limit_s=5.0))
     assert refined.metrics.cost <= heuristic.metrics.cost + 1e-9
     assert refined.solver is not None and refined.solver.status in ("optimal", "feasible",
                                                                       "heuristic")
