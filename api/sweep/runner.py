@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -117,7 +118,27 @@ def _fill(executor: Executor, solve_one: Any, queue: Iterator[Task],
         task = next(queue, None)
         if task is None:
             return
-        in_flight[executor.submit(solve_one, task)] = task
+        with _sigint_blocked():  # a submit may start a worker process
+            in_flight[executor.submit(solve_one, task)] = task
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Hold Ctrl-C back while worker processes may start.
+
+    A terminal's Ctrl-C reaches the whole process group. A worker still starting up (before
+    its initializer ignores SIGINT) would die with a traceback on stderr; started with
+    SIGINT blocked, it inherits the mask and never sees it. The parent gets its pending
+    KeyboardInterrupt as soon as the block ends.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextmanager
@@ -141,8 +162,9 @@ def _executor(jobs: int | None, scheduler: str | None) -> Iterator[tuple[Executo
         return
     workers = jobs or os.cpu_count() or 1
     # spawn, not fork: the parent has threads (the progress bar's), which fork would copy.
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=ignore_sigint,
-                               mp_context=multiprocessing.get_context("spawn"))
+    with _sigint_blocked():  # the pool may start its helper processes here
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=ignore_sigint,
+                                   mp_context=multiprocessing.get_context("spawn"))
     try:
         yield pool, workers
     finally:

@@ -73,8 +73,8 @@ def test_ctrl_c_keeps_rows_and_says_how_to_resume(write_grid: WriteGrid,
     process = start(str(grid), "-o", str(out), "--jobs", "2", "--no-progress")
     wait_for_rows(out, 5, process)
     os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, (stderr, stdout)
     saved = len(read_rows(out))
     lines = stderr.strip().splitlines()
     assert lines == [f"ppsched: interrupted: {saved} of 150 rows saved in {out}; rerun the "
