@@ -80,9 +80,7 @@ def run_sweep(tasks: Sequence[Task], output: str | Path, *, jobs: int | None = N
         try:
             _fill(executor, solve_one, queue, in_flight, 2 * slots)
             while in_flight:
-                # A timed wait: the main thread runs Python every so often, so a Ctrl-C
-                # that the kernel handed to one of the pool's threads is acted on at once.
-                ready, _ = wait(in_flight, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+                ready, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 broken = False
                 for future in ready:
                     task = in_flight.pop(future)
@@ -112,9 +110,6 @@ def run_sweep(tasks: Sequence[Task], output: str | Path, *, jobs: int | None = N
                 future.cancel()
             _stop(executor)
     return outcome
-
-
-_POLL_S = 0.1
 
 
 def _fill(executor: Executor, solve_one: Any, queue: Iterator[Task],

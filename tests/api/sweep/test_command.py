@@ -28,9 +28,16 @@ axes:
 
 
 def start(*args: str) -> subprocess.Popen[str]:
+    # As a terminal starts it: SIGINT at its default. A shell that runs the tests in the
+    # background (`make test &`) ignores SIGINT, and children inherit that, so a sweep
+    # started from here would (rightly) ignore Ctrl-C too.
     return subprocess.Popen([sys.executable, "-m", "api.cli", "sweep", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for_rows(out: Path, count: int, process: subprocess.Popen[str]) -> None:
