@@ -132,8 +132,10 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             if j >= m:
                 continue
             at = f_arrival(s, j)
-            if memory[r] + m_b[s] + reserve[s] > limit[r] + _EPS and (
-                    reserve[s] > 0 or memory[r] + m_b[s] > hard_limit[r] + _EPS):
+            # A rank's last stage only needs room under the hard limit; an earlier one
+            # also leaves the reserve, under the (possibly capped) limit of the F rule.
+            room = limit[r] - reserve[s] if reserve[s] > 0 else hard_limit[r]
+            if memory[r] + m_b[s] > room + _EPS:
                 if at <= now + _EPS:
                     blocked = True
                 continue
@@ -183,11 +185,12 @@ FILL_CHOICES = (1.0, 0.5, 0.0)
 MEMORY_CAPS = (1.0, 0.875, 0.75)
 
 
-def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, str]:
+def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, str, float]:
     """The best order among the greedy's knob settings and the named schedules for this
     placement that fit the memory limit, by `objective` (``cost`` or ``makespan``).
 
-    Returns the orders and where they came from (``greedy`` or a schedule's name). One
+    Returns the orders, where they came from (``greedy`` or a schedule's name) and their
+    objective as the simulator timed them. One
     candidate always fits: microbatches one after another through the whole pipeline
     (`one_at_a_time`) holds only what any schedule must.
     """
@@ -224,7 +227,8 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
                 continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
     consider(one_at_a_time(problem), "one-at-a-time")
     assert best is not None  # one_at_a_time always fits a valid profile
-    return best[1], best[2]
+    value, orders, source = best
+    return orders, source, value
 
 
 def one_at_a_time(problem: Problem) -> Orders:

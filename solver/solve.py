@@ -7,7 +7,6 @@ named schedules, ``heuristic`` (the Zero Bubble heuristic with its knob search) 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -128,9 +127,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     if method in (HEURISTIC, ILP):
         best = None
         for candidate in candidates:
-            orders, name = heuristic_orders(candidate.problem, objective)
-            value = _objective(candidate.problem, orders, objective) if len(candidates) > 1 \
-                else 0.0
+            orders, name, value = heuristic_orders(candidate.problem, objective)
             if best is None or value < best[0] - 1e-9:
                 best = (value, candidate, orders, name)
         assert best is not None
@@ -166,24 +163,21 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     return schedule
 
 
-def heuristic_orders(problem: Problem, objective: str = "cost") -> tuple[Orders, str]:
-    """The heuristic's orders and the method name they go by, for any shape.
+def heuristic_orders(problem: Problem, objective: str = "cost",
+                     ) -> tuple[Orders, str, float]:
+    """The heuristic's orders, the method name they go by and their objective, for any
+    shape.
 
     One chunk per rank: the Zero Bubble heuristic with its knob search. Several: the
     greedy list scheduler's search together with the named schedules of the placement
     (ZB-V, V-Half, V-Min, interleaved 1F1B) that fit the memory limit.
     """
     if problem.num_chunks == 1:
-        return zb_heuristic(problem, objective).orders, "zb-heuristic"
-    orders, source = greedy_search(problem, objective)
-    return orders, "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
-
-
-def _objective(problem: Problem, orders: Orders, objective: str) -> float:
-    metrics = simulate(problem, orders).metrics
-    if metrics is None:  # orders that cannot be timed never win
-        return math.inf
-    return metrics.makespan if objective == "makespan" else metrics.cost
+        build = zb_heuristic(problem, objective)  # a build times itself as the simulator
+        return build.orders, "zb-heuristic", build.objective(objective)
+    orders, source, value = greedy_search(problem, objective)
+    name = "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
+    return orders, name, value
 
 
 def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Profile]:

@@ -143,8 +143,9 @@ def _rank(s: int, p: int, placement: str) -> int:
 @given(data=chunked_profiles())
 def test_greedy_search_is_valid_and_no_worse_than_named(data: dict[str, Any]) -> None:
     problem = parse_profile(data).problem
-    orders, _ = greedy_search(problem)
+    orders, _, value = greedy_search(problem)
     cost = validate(problem, orders).metrics.cost  # memory limit included
+    assert value == cost
     assert cost >= problem.simple_lower_bound - 1e-9
     for name, generator in REGISTRY.items():
         if generator.supports(problem):
