@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from api.sweep.command import add_sweep_parser
+from solver.emit import schedule_from_simulation
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.profile import Profile, load_profile, parse_profile, read_json
 from solver.render.grid import order_grid, time_grid
-from solver.schedule import Schedule, parse_schedule, schedule_from_simulation
+from solver.schedule import Schedule, parse_schedule
 from solver.simulator import simulate
 from solver.solve import (
     BACKENDS,

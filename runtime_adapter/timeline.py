@@ -14,8 +14,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from solver.emit import schedule_from_orders
 from solver.ops import Kind, Op
-from solver.schedule import Schedule, ScheduledOp, ScheduleMetrics, schedule_from_orders
+from solver.schedule import Schedule, ScheduledOp, ScheduleMetrics
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from solver.ops import Op
 
 
 class ProfileError(ValueError):
@@ -45,15 +48,31 @@ class Violation:
 
 
 class ScheduleInvalid(ValueError):
-    """A schedule violates the contract; carries every violation and the grid that shows them."""
+    """A schedule violates the contract; carries every violation and the grid that shows them.
 
-    def __init__(self, violations: Sequence[Violation], grid: str = "") -> None:
+    The simulator passes the `order` and the grid is drawn only when it is read (by the
+    service and the CLI): the timing code knows no drawing. A caller that has the grid
+    already may pass it instead.
+    """
+
+    def __init__(self, violations: Sequence[Violation], grid: str = "", *,
+                 order: Sequence[Sequence[Op]] | None = None) -> None:
         self.violations = list(violations)
-        self.grid = grid
+        self.order = order
+        self._grid = grid
         count = len(self.violations)
         head = f"schedule invalid ({count} violation{'s' if count != 1 else ''}): "
         super().__init__(head + "; ".join(v.message for v in self.violations[:5])
                          + (f"; ... and {count - 5} more" if count > 5 else ""))
+
+    @property
+    def grid(self) -> str:
+        """The order as a text grid with the violations marked ('' if it has no order)."""
+        if not self._grid and self.order is not None:
+            from solver.render.grid import order_grid  # drawing only when it is shown
+
+            self._grid = order_grid(self.order, self.violations)
+        return self._grid
 
 
 class SolverError(RuntimeError):

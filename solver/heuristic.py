@@ -315,11 +315,19 @@ def build(problem: Problem, knobs: Knobs) -> Build:
             if idle[j] > most_idle[0]:
                 most_idle[0] = idle[j]
 
+    over = [False]  # some op broke the memory limit: the build is not a candidate
+
+    def make_room(j: int, need: float) -> None:
+        # Ws until `need` more fits under the limit (or none is owed).
+        while mem[j] + need > limit[j] + _EPS and num_w[j] < num_b[j]:
+            run_w(j)
+        if mem[j] + need > limit[j] + _EPS:
+            over[0] = True
+
     def put_f(j: int) -> None:
         x = num_f[j]
         ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
-        while mem[j] + m_b[j] > limit[j] + _EPS and num_w[j] < num_b[j]:
-            run_w(j)  # make room: the F would break the memory limit
+        make_room(j, m_b[j])  # the F would break the memory limit
         if x > 0:
             fill_gap(j, ready)
         start = free[j] if free[j] > ready else ready
@@ -335,6 +343,8 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     def put_b(j: int) -> None:
         x = num_b[j]
         ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
+        if m_w[j] > m_b[j]:
+            make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
         fill_gap(j, ready)
         start = free[j] if free[j] > ready else ready
         wait(j, start)
@@ -392,5 +402,7 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     for j in range(p):
         while num_w[j] < m:
             run_w(j)
+    if over[0]:
+        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (over the memory limit)")
     cost = max(free[j] - first[j] for j in range(p))
     return Build(cost, max(free) - min(first), f"zb-heuristic{knobs}", codes=codes)

@@ -32,7 +32,7 @@ ACCEPTED = {
     "t_w": "a number >= 0 or a list of num_ranks*num_chunks numbers",
     "t_comm": "a number >= 0 or a list of num_ranks*num_chunks-1 numbers",
     "m_b": "a number >= 0 or a list of num_ranks*num_chunks numbers",
-    "m_w": "a number >= 0 (at most m_b) or a list of num_ranks*num_chunks numbers",
+    "m_w": "a number >= 0 or a list of num_ranks*num_chunks numbers",
     "memory_limit": "null (no limit), a number > 0, or a list of num_ranks numbers",
 }
 
@@ -62,7 +62,8 @@ class Profile(BaseModel):
         "of p*v-1 values, one per stage boundary (s, s+1).",
     )
     m_b: PerStage = Field(description="Activation memory one F adds on its stage.")
-    m_w: PerStage = Field(description="Memory a B leaves held until its W (0 <= m_w <= m_b).")
+    m_w: PerStage = Field(
+        description="Memory a B leaves held until its W (m_w >= 0; may exceed m_b).")
     memory_limit: float | list[float] | None = Field(
         None,
         description="Most activation memory a rank may hold at once: a number, a list of "
@@ -123,11 +124,7 @@ class Problem:
         t_comm = _per_stage("t_comm", profile.t_comm, num_stages - 1, what="stage boundary")
         m_b = _per_stage("m_b", profile.m_b, num_stages)
         m_w = _per_stage("m_w", profile.m_w, num_stages)
-        for s in range(num_stages):
-            if m_w[s] > m_b[s]:
-                field = "m_w" if not isinstance(profile.m_w, list) else f"m_w[{s}]"
-                raise ProfileError(field, m_w[s], f"a value <= m_b = {m_b[s]:g} of stage {s} "
-                                   "(a B cannot hold more than its F stored)")
+        # m_w may exceed m_b (DESIGN.md section 6.1): a B then adds m_w - m_b > 0.
         limit = profile.memory_limit
         if limit is None:
             memory_limit = (math.inf,) * p

@@ -1,22 +1,42 @@
 """The schedule JSON (DESIGN.md section 4): the solver's output, and its reading back.
 
-`Schedule` is the pydantic edge type; `schedule_from_orders` builds one from per-rank
+`Schedule` is the pydantic edge type. This module is the contract only: it knows
+neither the simulator nor any algorithm; `solver.emit` builds a Schedule from per-rank
 orders by simulating them, so every figure in it comes from the simulator.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from solver.errors import ProfileError
 from solver.ops import Kind, Op
 from solver.profile import ACCEPTED, Profile, profile_error_from
-from solver.simulator import Metrics, Simulation, validate
 
 SCHEMA_VERSION = 1
 Status = Literal["optimal", "feasible", "heuristic", "infeasible", "timeout"]
+
+
+class TimedFigures(Protocol):
+    """What `ScheduleMetrics.from_metrics` reads (the simulator's `Metrics` has it)."""
+
+    @property
+    def cost(self) -> float: ...
+    @property
+    def makespan(self) -> float: ...
+    @property
+    def bubble_rate(self) -> float: ...
+    @property
+    def peak_memory(self) -> Sequence[float]: ...
+    @property
+    def lower_bound(self) -> float: ...
+    @property
+    def span(self) -> Sequence[float]: ...
+    @property
+    def idle_fraction(self) -> Sequence[float]: ...
 
 
 class ScheduledOp(BaseModel):
@@ -50,7 +70,8 @@ class ScheduleMetrics(BaseModel):
         None, description="Per rank, the share of its own span it is idle.")
 
     @classmethod
-    def from_metrics(cls, metrics: Metrics, lower_bound: float | None = None) -> ScheduleMetrics:
+    def from_metrics(cls, metrics: TimedFigures,
+                     lower_bound: float | None = None) -> ScheduleMetrics:
         return cls(cost=metrics.cost, makespan=metrics.makespan,
                    bubble_rate=metrics.bubble_rate, peak_memory=list(metrics.peak_memory),
                    lower_bound=max(metrics.lower_bound, lower_bound or 0.0),
@@ -99,38 +120,9 @@ class Schedule(BaseModel):
                 if op.start is None or op.end is None:
                     raise ValueError(f"rank {r} op {i} ({op.kind}{op.microbatch} stage "
                                      f"{op.stage}) has no start/end; time the orders first "
-                                     "with schedule_from_orders(profile, schedule.orders(), "
+                                     "with solver.emit.schedule_from_orders(profile, "
+                                     "schedule.orders(), "
                                      "method)")
-
-
-def schedule_from_orders(profile: Profile, orders: list[list[Op]], method: str, *,
-                         status: Status = "heuristic", wall_s: float = 0.0,
-                         objective: str = "cost", bound: float | None = None) -> Schedule:
-    """Simulate and validate `orders`, and wrap them as a Schedule.
-
-    Raises:
-        ScheduleInvalid: when the orders break the contract (all violations listed).
-    """
-    sim = validate(profile.problem, orders)
-    return schedule_from_simulation(profile, sim, method, status=status, wall_s=wall_s,
-                                    objective=objective, bound=bound)
-
-
-def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
-                             status: Status = "heuristic", wall_s: float = 0.0,
-                             objective: str = "cost", bound: float | None = None) -> Schedule:
-    """Wrap a valid simulation as a Schedule; figures are the simulator's."""
-    assert sim.metrics is not None, "only a valid simulation becomes a schedule"
-    metrics = ScheduleMetrics.from_metrics(sim.metrics, bound)
-    value = sim.metrics.objective(objective)
-    best_bound = metrics.lower_bound
-    # The simulator's ops are valid by construction: skip re-validating 10^4 of them.
-    ranks = [[ScheduledOp.model_construct(kind=op.kind, stage=op.stage, microbatch=op.microbatch,
-                                          start=sim.start[r][i], end=sim.end[r][i])
-              for i, op in enumerate(ops)] for r, ops in enumerate(sim.order)]
-    info = SolverInfo(status=status, objective=value, bound=best_bound,
-                      gap=(value - best_bound) / value if value > 0 else 0.0, wall_s=wall_s)
-    return Schedule(profile=profile, method=method, ranks=ranks, metrics=metrics, solver=info)
 
 
 def parse_schedule(data: Any) -> Schedule:

@@ -127,27 +127,8 @@ def validate(problem: Problem, order: Order) -> Simulation:
     """
     sim = simulate(problem, order)
     if sim.violations:
-        from solver.render.grid import order_grid  # render imports this module
-
-        raise ScheduleInvalid(sim.violations, order_grid(sim.order, sim.violations))
+        raise ScheduleInvalid(sim.violations, order=sim.order)
     return sim
-
-
-def dependency(problem: Problem, op: Op, has_bw: bool = False) -> Op:
-    """The op `op` waits for besides its rank's previous op (None for F of stage 0).
-
-    `F(s, j)` waits for `F(s-1, j)`; `B`/`BW(s, j)` for the backward of `(s+1, j)`, or
-    `F(s, j)` on the last stage; `W(s, j)` for `B(s, j)`. `has_bw` says that the backward
-    of ``(s+1, j)`` is a fused BW.
-    """
-    kind, s, j = op
-    if kind == "F":
-        return Op("F", s - 1, j)
-    if kind == "W":
-        return Op("B", s, j)
-    if s == problem.num_stages - 1:
-        return Op("F", s, j)
-    return Op("BW" if has_bw else "B", s + 1, j)
 
 
 # Ops are numbered ``(kind * num_stages + stage) * m + microbatch`` inside the simulator,

@@ -11,14 +11,14 @@ import time
 from dataclasses import dataclass
 
 from solver.chunking import with_chunks
+from solver.emit import schedule_from_simulation
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.exact import ExactResult, ProgressFn
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
 from solver.profile import Problem, Profile
-from solver.render.grid import order_grid
-from solver.schedule import Schedule, schedule_from_simulation
+from solver.schedule import Schedule
 from solver.simulator import simulate
 
 HEURISTIC = "heuristic"
@@ -141,7 +141,6 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
         profile = next((c for c in candidates if generator.supports(c.problem)), profile)
         orders = generator(profile.problem)
         name = method
-    wall_s = time.perf_counter() - began
     problem = profile.problem
     sim = simulate(problem, orders)
     if sim.violations and all(v.kind == "memory" for v in sim.violations):
@@ -151,11 +150,14 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
                            f"rank is {' '.join(f'{x:g}' for x in sim.memory_peak)}), or a "
                            f"method that fits the limit, such as '{HEURISTIC}'")
     if sim.violations:
-        raise ScheduleInvalid(sim.violations, order_grid(sim.order, sim.violations))
+        raise ScheduleInvalid(sim.violations, order=sim.order)
     schedule = schedule_from_simulation(
         profile, sim, name, status=refined.status if refined else "heuristic",
-        wall_s=wall_s, objective=objective, bound=refined.bound if refined else None)
-    if refined is not None and schedule.solver is not None:
+        objective=objective, bound=refined.bound if refined else None)
+    assert schedule.solver is not None
+    # The whole solve: search, exact refinement, the final simulation and the wrapping.
+    schedule.solver.wall_s = time.perf_counter() - began
+    if refined is not None:
         # Extra fields (DESIGN.md section 4 allows them): how the search went.
         schedule.solver.backend = refined.backend
         schedule.solver.fifo = (exact or ExactOptions()).fifo

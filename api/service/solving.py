@@ -48,10 +48,6 @@ class SolveSpec:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SolveSpec:
-        return cls(**data)
-
 
 def check_profile_limits(profile: Any, settings: Settings, prefix: str = "profile") -> None:
     """Refuse a profile over the service's p, m, v limits before it is resolved (a huge

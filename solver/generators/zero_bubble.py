@@ -14,7 +14,8 @@ from solver.profile import Problem
 @register("zb-h1", "ZB-H1: 1F1B with split backward; rank r defers r Ws; 1F1B's memory")
 def zb_h1(problem: Problem) -> Orders:
     # Rank r keeps 1F1B's warm-up (p-1-r forwards), so it holds p-r activations at most;
-    # deferring r Ws adds r*m_w <= r*m_b, so no rank exceeds rank 0's p*m_b.
+    # deferring r Ws adds r*m_w, which stays under rank 0's p*m_b while m_w <= m_b
+    # (with m_w > m_b, DESIGN.md 6.1, the simulator's peak says what it needs).
     # Bubble (p-1)(T_F + T_B - T_W) for identical stages.
     p = problem.num_ranks
     return split_one_f_one_b(problem, warmup=[p - 1 - r for r in range(p)],

@@ -14,9 +14,10 @@ from torch import nn
 from runtime_adapter.executor import PipelineExecutor
 from runtime_adapter.model import example_batch, mlp_stages, mse_loss
 from runtime_adapter.optim import step_optimizer
+from solver.emit import schedule_from_orders
 from solver.ops import Op
 from solver.profile import parse_profile
-from solver.schedule import Schedule, schedule_from_orders
+from solver.schedule import Schedule
 from solver.solve import solve
 
 HIDDEN = 16

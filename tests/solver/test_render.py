@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from solver.emit import schedule_from_orders
 from solver.ops import Op
 from solver.profile import load_profile, parse_profile
 from solver.render.svg import nice_step, render_svg
 from solver.render.torch_csv import parse_torch_csv, render_torch_csv
 from solver.render.trace import render_trace
-from solver.schedule import Schedule, schedule_from_orders
+from solver.schedule import Schedule
 from solver.solve import solve
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"

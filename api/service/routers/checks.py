@@ -10,13 +10,13 @@ from fastapi import APIRouter, Body, Response
 from api.service.deps import State
 from api.service.schemas import EXAMPLE_PROFILE, SCHEDULE_REF, ErrorBody, ValidationReport
 from api.service.solving import check_profile_limits, content_id, with_links
+from solver.emit import schedule_from_simulation
 from solver.errors import ScheduleInvalid
 from solver.render.grid import order_grid
 from solver.schedule import (
     Schedule,
     ScheduleMetrics,
     parse_schedule,
-    schedule_from_simulation,
 )
 from solver.simulator import Simulation, simulate
 
