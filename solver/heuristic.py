@@ -32,6 +32,7 @@ from functools import cached_property
 from solver.errors import ProfileError
 from solver.generators import Orders
 from solver.generators.classic import one_f_one_b_capped
+from solver.generators.paper import paper_candidates
 from solver.generators.zero_bubble import zb_h1, zb_h2
 from solver.ops import Kind, Op
 from solver.profile import Problem
@@ -155,6 +156,11 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
                 best, best_knobs, improved = candidate, knobs, True
                 break
     for candidate in _fallbacks(problem):
+        if better(candidate, best):
+            best = candidate
+    # The paper's algorithm as the paper states it: the floor the search never goes under.
+    for paper in paper_candidates(problem):
+        candidate = Build(paper.cost, paper.makespan, "zb-paper", given_orders=paper.orders)
         if better(candidate, best):
             best = candidate
     assert best is not None  # the capped 1F1B always fits the limit

@@ -17,6 +17,7 @@ from solver.exact import ExactResult, ProgressFn
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
+from solver.improve import improve
 from solver.profile import Problem, Profile
 from solver.schedule import Schedule
 from solver.simulator import simulate
@@ -170,15 +171,23 @@ def heuristic_orders(problem: Problem, objective: str = "cost",
     """The heuristic's orders, the method name they go by and their objective, for any
     shape.
 
-    One chunk per rank: the Zero Bubble heuristic with its knob search. Several: the
-    greedy list scheduler's search together with the named schedules of the placement
-    (ZB-V, V-Half, V-Min, interleaved 1F1B) that fit the memory limit.
+    One chunk per rank: the Zero Bubble heuristic with its knob search (the paper's
+    algorithm among its candidates). Several: the greedy list scheduler's search together
+    with the named schedules of the placement (ZB-V, V-Half, V-Min, interleaved 1F1B)
+    that fit the memory limit. Then the local search of `solver.improve` (the name gets
+    ``+local`` when it helped).
     """
     if problem.num_chunks == 1:
         build = zb_heuristic(problem, objective)  # a build times itself as the simulator
-        return build.orders, "zb-heuristic", build.objective(objective)
-    orders, source, value = greedy_search(problem, objective)
-    name = "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
+        orders, name, value = build.orders, "zb-heuristic", build.objective(objective)
+    else:
+        orders, source, value = greedy_search(problem, objective)
+        name = "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
+    # The improvement step: local search on the order, every move re-timed by the
+    # simulator, within a fixed budget of simulated ops.
+    better, better_value, kept = improve(problem, orders, objective)
+    if kept and better_value < value:
+        return better, f"{name}+local", better_value
     return orders, name, value
 
 
