@@ -66,14 +66,17 @@ class Knobs:
     cooldown: int = COOLDOWN_GREEDY
     balance: bool = False
     b_first_when_capped: bool = False
+    fused: tuple[bool, ...] = ()
+    """Per stage, whether its backward runs fused (BW, no W held): where m_w > m_b and the
+    limit is tight, a split B would need room that a BW does not (DESIGN.md 6.1)."""
 
 
 @dataclass(frozen=True)
 class Build:
     """One candidate order with its cost as the build timed it.
 
-    A build keeps its ops as ints (``kind * m + microbatch``, kinds F, B, W = 0, 1, 2)
-    and makes `Op`s only when its orders are asked for: most candidates lose.
+    A build keeps its ops as ints (``kind * m + microbatch``, kinds F, B, W, BW = 0, 1, 2,
+    3) and makes `Op`s only when its orders are asked for: most candidates lose.
     """
 
     cost: float
@@ -81,14 +84,15 @@ class Build:
     source: str
     codes: list[list[int]] | None = None
     given_orders: Orders | None = None
+    num_microbatches: int = 0
 
     @cached_property
     def orders(self) -> Orders:
         if self.given_orders is not None:
             return self.given_orders
         assert self.codes is not None
-        m = len(self.codes[0]) // 3
-        kinds: tuple[Kind, ...] = ("F", "B", "W")
+        m = self.num_microbatches
+        kinds: tuple[Kind, ...] = ("F", "B", "W", "BW")
         return [[Op(kinds[c // m], j, c % m) for c in row] for j, row in enumerate(self.codes)]
 
     def objective(self, name: str) -> float:
@@ -155,6 +159,15 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
             if better(candidate, best):
                 best, best_knobs, improved = candidate, knobs, True
                 break
+    # Where m_w > m_b, a fused backward holds less: the best knobs with those stages
+    # fused, from every warm-up family.
+    fused = tuple(w > b for w, b in zip(problem.m_w, problem.m_b, strict=True))
+    if any(fused) and any(map(math.isfinite, problem.memory_limit)):
+        for warmup in dict.fromkeys((best_knobs.warmup, *warmup_candidates(problem))):
+            knobs = dataclasses.replace(best_knobs, warmup=warmup, fused=fused)
+            candidate = build(problem, knobs)
+            if better(candidate, best):
+                best, best_knobs = candidate, knobs
     for candidate in _fallbacks(problem):
         if better(candidate, best):
             best = candidate
@@ -270,6 +283,7 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w
     limit = problem.memory_limit
     fill, cooldown, balance = knobs.fill, knobs.cooldown, knobs.balance
+    fused = knobs.fused or (False,) * p
     idle = [0.0] * p  # per stage, idle time since its first F
     most_idle = [0.0]  # the largest of `idle`, kept as it only grows
     free = [0.0] * p
@@ -349,6 +363,14 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     def put_b(j: int) -> None:
         x = num_b[j]
         ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
+        if fused[j]:  # BW: frees m_b at its end, owes no W
+            start = free[j] if free[j] > ready else ready
+            wait(j, start)
+            free[j] = b_end[j][x] = start + t_b[j] + t_w[j]
+            mem[j] -= m_b[j]
+            num_b[j] = num_w[j] = x + 1
+            codes[j].append(3 * m + x)
+            return
         if m_w[j] > m_b[j]:
             make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
         fill_gap(j, ready)
@@ -411,4 +433,5 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     if over[0]:
         return Build(math.inf, math.inf, f"zb-heuristic{knobs} (over the memory limit)")
     cost = max(free[j] - first[j] for j in range(p))
-    return Build(cost, max(free) - min(first), f"zb-heuristic{knobs}", codes=codes)
+    return Build(cost, max(free) - min(first), f"zb-heuristic{knobs}", codes=codes,
+                 num_microbatches=m)
