@@ -63,9 +63,18 @@ class _Infeasible(Exception):
 
 
 def paper_candidates(problem: Problem) -> Iterator[PaperBuild]:
-    """The paper's algorithm under each of its flag combinations that completes."""
+    """The paper's algorithm under each of its flag combinations that completes.
+
+    A run that never read a flag would run identically with that flag flipped: such
+    combinations are skipped (on most profiles only a few of the 8 differ).
+    """
+    done: list[tuple[PaperFlags, frozenset[str]]] = []
     for flags in FLAGS:
-        built = paper_build(problem, flags)
+        if any(all(getattr(flags, name) == getattr(seen, name) for name in read)
+               for seen, read in done):
+            continue
+        built, read = _paper_run(problem, flags)
+        done.append((flags, read))
         if built is not None:
             yield built
 
@@ -83,8 +92,14 @@ def paper_zb(problem: Problem, objective: str = "cost") -> PaperBuild | None:
 
 def paper_build(problem: Problem, flags: PaperFlags) -> PaperBuild | None:
     """One run of the algorithm with `flags`; None when it cannot fit the memory limit."""
+    return _paper_run(problem, flags)[0]
+
+
+def _paper_run(problem: Problem, flags: PaperFlags,
+               ) -> tuple[PaperBuild | None, frozenset[str]]:
+    """One run and the names of the flags it read."""
     if problem.num_chunks != 1:
-        return None
+        return None, frozenset()
     run = _Run(problem, flags)
     try:
         run.warm_up()
@@ -92,8 +107,8 @@ def paper_build(problem: Problem, flags: PaperFlags) -> PaperBuild | None:
             run.wave(i)
         run.cool_down()
     except _Infeasible:
-        return None
-    return run.result()
+        return None, frozenset(run.read)
+    return run.result(), frozenset(run.read)
 
 
 class _Run:
@@ -111,6 +126,7 @@ class _Run:
         self.f_end = [[math.nan] * m for _ in range(p)]
         self.b_end = [[math.nan] * m for _ in range(p)]
         self.orders: Orders = [[] for _ in range(p)]
+        self.read: set[str] = set()  # the flags a decision depended on
 
     # Timing.
 
@@ -164,8 +180,12 @@ class _Run:
             self.put(j, 2)
         if self.owed_w(j) and self.free[j] < ready - _EPS:
             share = max(self.bubble) - self.bubble[j]
-            if ready - self.free[j] > share or self.flags.greedy_w:
+            if ready - self.free[j] > share:
                 self.put(j, 2)
+            else:
+                self.read.add("greedy_w")
+                if self.flags.greedy_w:
+                    self.put(j, 2)
 
     # Phases.
 
@@ -180,6 +200,7 @@ class _Run:
         for j in range(p - 2, -1, -1):
             mem, clock, arrive = self.mem[j], self.free[j], last + pr.t_comm[j]
             while 1 + extra[j] < m and mem + pr.m_b[j] <= pr.memory_limit[j] + _EPS:
+                self.read.add("overfill")
                 if self.flags.overfill:
                     if clock + pr.t_f[j] > arrive + _EPS:
                         break
@@ -204,9 +225,10 @@ class _Run:
         """Rule 2 for wave i: an F per stage down the pipeline, B of microbatch i up."""
         pr, p, m = self.problem, self.p, self.m
         take = [self.count[j][0] < m for j in range(p)]
-        if self.flags.b_first:
-            for j in range(p - 1):
-                if take[j] and self.count[j][0] >= self.count[j + 1][0] + 2:
+        for j in range(p - 1):
+            if take[j] and self.count[j][0] >= self.count[j + 1][0] + 2:
+                self.read.add("b_first")
+                if self.flags.b_first:
                     take[j] = self._f_before_b(j)
         for j in range(p - 2, -1, -1):
             take[j] = take[j] and take[j + 1]
