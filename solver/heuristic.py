@@ -168,7 +168,7 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
             candidate = build(problem, knobs)
             if better(candidate, best):
                 best, best_knobs = candidate, knobs
-    for candidate in _fallbacks(problem):
+    for candidate in _fallbacks(problem, best.objective(objective) if best else math.inf):
         if better(candidate, best):
             best = candidate
     # The paper's algorithm as the paper states it: the floor the search never goes under.
@@ -191,8 +191,12 @@ def _neighbours(warmup: tuple[int, ...], caps: list[int]) -> Iterator[tuple[int,
                 yield (*warmup[:j], k, *warmup[j + 1:])
 
 
-def _fallbacks(problem: Problem) -> Iterator[Build]:
-    """Fixed schedules that are candidates when they fit: the floor under the search."""
+def _fallbacks(problem: Problem, incumbent: float = math.inf) -> Iterator[Build]:
+    """Fixed schedules that are candidates when they fit: the floor under the search.
+
+    One is simulated only if it fits the limit and its `span_floor` is below
+    `incumbent` (the best objective so far; cost and makespan are both at least it).
+    """
     k = max_in_flight(problem)
     fixed = [(f"1f1b-capped-{k}", one_f_one_b_capped(problem, k))]
     fixed += [("zb-h1", zb_h1(problem)), ("zb-h2", zb_h2(problem))]
@@ -200,9 +204,42 @@ def _fallbacks(problem: Problem) -> Iterator[Build]:
         peaks = peak_memory(problem, orders)
         if any(x > limit + _EPS for x, limit in zip(peaks, problem.memory_limit, strict=True)):
             continue  # does not fit: not worth timing
+        if span_floor(problem, orders) >= incumbent - _EPS:
+            continue  # cannot win: not worth timing
         sim = simulate(problem, orders)
         if sim.ok and sim.metrics is not None:
             yield Build(sim.metrics.cost, sim.metrics.makespan, name, given_orders=orders)
+
+
+def span_floor(problem: Problem, orders: Orders) -> float:
+    """A lower bound on the largest span of single-chunk `orders`, without simulating.
+
+    On rank r (stage r), the first backward of microbatch 0 starts no earlier than the
+    round trip from the start of F(r, 0), the rank's first F: the forwards of the later
+    stages, the last stage's backward and the backwards back to r, with the latency of
+    every hop. What precedes it in the order runs before it, what follows after it.
+    """
+    p = problem.num_ranks
+    t_f, t_b, t_w, t_comm = problem.t_f, problem.t_b, problem.t_w, problem.t_comm
+    floor = 0.0
+    for r, ops in enumerate(orders):
+        trip = sum(t_f[r:]) + sum(t_b[r + 1:]) + 2 * sum(t_comm[r:p - 1])
+        before = after = 0.0
+        seen_b = False
+        for op in ops:
+            d = {"F": t_f, "B": t_b, "W": t_w}.get(op.kind)
+            length = d[op.stage] if d is not None else t_b[op.stage] + t_w[op.stage]
+            if not seen_b and op.kind in ("B", "BW") and op.microbatch == 0:
+                seen_b = True
+            if seen_b:
+                after += length
+            else:
+                before += length
+        if ops and ops[0] == Op("F", r, 0):
+            floor = max(floor, max(trip, before) + after)
+        else:
+            floor = max(floor, before + after)
+    return floor
 
 
 def memory_caps(problem: Problem) -> list[int]:

@@ -11,8 +11,17 @@ from pathlib import Path
 import pytest
 
 from solver.emit import schedule_from_orders
+from solver.generators.classic import one_f_one_b_capped
 from solver.generators.paper import FLAGS, paper_build, paper_candidates, paper_zb
-from solver.heuristic import FILL_CHOICES, Knobs, build, warmup_candidates
+from solver.generators.zero_bubble import zb_h1, zb_h2
+from solver.heuristic import (
+    FILL_CHOICES,
+    Knobs,
+    build,
+    max_in_flight,
+    span_floor,
+    warmup_candidates,
+)
 from solver.ops import Op
 from solver.profile import parse_profile
 from solver.simulator import simulate
@@ -134,3 +143,15 @@ def test_w_fill_leaves_no_gap_a_w_fits(seed: int) -> None:
                     gap = sim.start[r][i] - sim.end[r][i - 1]  # type: ignore[operator]
                     assert not (owed and gap >= problem.t_w[op.stage] + 1e-9), (r, i, gap)
                 owed += {"B": 1, "W": -1}.get(op.kind, 0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_span_floor_is_a_floor(seed: int) -> None:
+    # The fallbacks are simulated only when this floor is below the best so far.
+    problem = parse_profile(random_profile(random.Random(2000 + seed))).problem
+    k = max_in_flight(problem)
+    for orders in (one_f_one_b_capped(problem, k), zb_h1(problem), zb_h2(problem),
+                   *(b.orders for b in paper_candidates(problem))):
+        sim = simulate(problem, orders)
+        if sim.metrics is not None:
+            assert span_floor(problem, orders) <= sim.metrics.cost + 1e-9
