@@ -32,6 +32,8 @@ def improve(problem: Problem, orders: Orders, objective: str = "cost",
     sim = simulate(problem, orders)
     assert sim.ok and sim.metrics is not None, "improve starts from a valid order"
     best = _score(sim, objective)
+    if best[0] <= sim.metrics.lower_bound + _EPS:
+        return orders, best[0], 0  # proven optimal already: nothing to search
     size = sum(map(len, orders))
     budget = budget_ops // max(1, size)
     kept = 0

@@ -1,0 +1,176 @@
+"""Heuristic speed, side by side with the Zero Bubble reference heuristic in one run.
+
+Run: ``python -m benchmarks.heuristic_speed [--reference DIR] [--repeat N] [--out DIR]``.
+
+For every paper profile (``gpt*``) at 1p and 2p memory, and for p=32, m=256 and p=64,
+m=256 (the 28.3B stage times, 1p), it times, interleaved and best of N:
+
+- ``ours``: `solver.solve.solve(profile)`, the whole default solve (the knob search, the
+  paper's algorithm as a candidate, the local search, the final simulation and the
+  Schedule), single chunk;
+- ``paper``: our implementation of the paper's algorithm alone
+  (`solver.generators.paper.paper_zb`, its 8 flag combinations);
+- ``ref``: the reference implementation's ``Graph.build_graph`` + ``initial_solution``
+  (sail-sg/zero-bubble-pipeline-parallelism, ``megatron/core/pipeline_parallel/
+  zerobubble/scheduler/zb.py``), when ``--reference DIR`` names a folder from which
+  ``megatron.core.pipeline_parallel.zerobubble.scheduler.zb`` imports (its ``graph.py``
+  and ``zb.py`` copied there with empty ``__init__.py`` files). None of the reference's
+  code is in this repository; without the folder that column is left out. The reference's
+  orders are re-timed by our simulator, so its cost column is our cost model's.
+
+The reference takes one ``cost_comm`` for all stage boundaries and memory per stage, as
+the paper profiles have. Writes ``benchmarks/results/heuristic_speed.md`` with the load
+average of the machine during the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from solver.generators.paper import paper_zb
+from solver.ops import Op
+from solver.profile import Profile, parse_profile
+from solver.simulator import simulate
+from solver.solve import solve
+
+ROOT = Path(__file__).resolve().parent.parent
+DERIVED = ("gpt6.2b", "gpt14.6b")  # derived profiles, not measured (see the profiles)
+
+
+def _profiles(folder: Path) -> list[tuple[str, Profile]]:
+    out = []
+    for path in sorted(folder.glob("gpt*.json")):
+        data = json.loads(path.read_text())
+        for multiple in (1, 2):
+            limit = data["memory_limit"] * multiple
+            label = f"{data['name']} {multiple}p"
+            if data["name"].startswith(DERIVED):
+                label += " (derived)"
+            out.append((label, parse_profile({**data, "memory_limit": limit})))
+    big = json.loads((folder / "gpt28.3b-p32-m256.json").read_text())
+    for p in (32, 64):
+        data = {**big, "name": f"p{p}-m256", "num_ranks": p, "num_microbatches": 256,
+                "memory_limit": float(p) * big["m_b"]}
+        out.append((f"p={p}, m=256, 1p (28.3B stage times)", parse_profile(data)))
+    return out
+
+
+class Reference:
+    """The reference heuristic, imported from a folder outside this repository."""
+
+    def __init__(self, folder: Path) -> None:
+        sys.path.insert(0, str(folder))
+        base = "megatron.core.pipeline_parallel.zerobubble.scheduler"
+        self.zb = importlib.import_module(f"{base}.zb")
+        self.graph = importlib.import_module(f"{base}.graph")
+
+    def run(self, profile: Profile) -> Any:
+        pr = profile.problem
+        p, m = pr.num_ranks, pr.num_microbatches
+        mem_f = list(pr.m_b)
+        mem_b = [w - b for w, b in zip(pr.m_w, pr.m_b, strict=True)]
+        mem_w = [-(f + b) for f, b in zip(mem_f, mem_b, strict=True)]  # sums to 0 exactly
+        limit = [x if math.isfinite(x) else 3.0 * m * f for x, f in
+                 zip(pr.memory_limit, mem_f, strict=True)]
+        config = self.graph.GraphConfig(
+            mem_f=mem_f, mem_b=mem_b, mem_w=mem_w, max_mem=limit,
+            cost_f=[float(x) for x in pr.t_f], cost_b=[float(x) for x in pr.t_b],
+            cost_w=[float(x) for x in pr.t_w], cost_comm=float(pr.t_comm[0]) if p > 1
+            else 0.0, n_stages=p, n_micro=m)
+        graph = self.zb.Graph.build_graph(p, m, config)
+        return graph, self.zb.initial_solution(graph, print_result=False)
+
+    @staticmethod
+    def cost(profile: Profile, result: Any) -> float:
+        """The reference's orders re-timed by our simulator."""
+        graph, (_, order, _) = result
+        pr = profile.problem
+        p, m = pr.num_ranks, pr.num_microbatches
+        ranks: list[list[tuple[int, Op]]] = [[] for _ in range(p)]
+        for kind_index, kind in enumerate(("F", "B", "W")):
+            for s in range(p):
+                for j in range(m):
+                    ranks[s].append((order[graph.get_id(kind_index, s, j)],
+                                     Op(kind, s, j)))  # type: ignore[arg-type]
+        orders = [[op for _, op in sorted(r)] for r in ranks]
+        sim = simulate(pr, orders)
+        assert sim.ok and sim.metrics is not None, sim.violations[:2]
+        return sim.metrics.cost
+
+
+def _best_of(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    best, value = math.inf, None
+    for _ in range(repeat):
+        began = time.perf_counter()
+        value = fn()
+        best = min(best, time.perf_counter() - began)
+    return best, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", type=Path, default=None,
+                        help="folder the reference's zb.py imports from (optional)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profiles", type=Path, default=ROOT / "profiles")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args(argv)
+    ref = Reference(args.reference) if args.reference else None
+    load_before = os.getloadavg()
+    head = "| profile | ours s | paper alg. s | ours cost | paper alg. cost |"
+    rule = "| --- | ---: | ---: | ---: | ---: |"
+    if ref:
+        head += " ref s | ref cost | ours/ref time |"
+        rule += " ---: | ---: | ---: |"
+    lines = [head, rule]
+    ratios = []
+    for label, profile in _profiles(args.profiles):
+        # Interleaved, so that the machine's load falls on all columns alike.
+        ours_s, schedule = _best_of(lambda profile=profile: solve(profile), args.repeat)
+        paper_s, paper = _best_of(lambda profile=profile: paper_zb(profile.problem),
+                                  args.repeat)
+        cost = schedule.metrics.cost
+        row = (f"| {label} | {ours_s:.3f} | {paper_s:.3f} | {cost:.1f} | "
+               f"{paper.cost:.1f} |" if paper else "- |")
+        if ref:
+            ref_s, result = _best_of(lambda profile=profile: ref.run(profile), args.repeat)
+            ratios.append(ours_s / ref_s)
+            row += f" {ref_s:.3f} | {ref.cost(profile, result):.1f} | {ours_s / ref_s:.2f} |"
+        print(row, flush=True)
+        lines.append(row)
+    load_after = os.getloadavg()
+    notes = [
+        "",
+        f"Seconds are the best of {args.repeat} runs, measured side by side (interleaved) "
+        "in one run of `python -m benchmarks.heuristic_speed"
+        + (" --reference DIR`" if ref else "`") + f" on {platform.processor() or 'cpu'}, "
+        f"{os.cpu_count()} cores, load average {load_before[0]:.2f} before and "
+        f"{load_after[0]:.2f} after. Costs are our simulator's (the reference's orders "
+        "re-timed). The 6.2B and 14.6B profiles are derived, not measured.",
+    ]
+    if ref:
+        notes.append(f"ours/ref time: geometric mean "
+                     f"{statistics.geometric_mean(ratios):.2f}, max {max(ratios):.2f}, "
+                     f"min {min(ratios):.2f}.")
+    else:
+        notes.append("The reference column is left out: no `--reference` folder was given.")
+    text = "\n".join(lines + notes) + "\n"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "heuristic_speed.md").write_text(text)
+    print("\n".join(notes))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
