@@ -21,13 +21,14 @@ Rules, in order, for a free rank at time t:
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from dataclasses import dataclass
 
 from solver.generators import REGISTRY, Orders
 from solver.ops import Op
 from solver.profile import Problem
-from solver.simulator import simulate
+from solver.simulator import peak_memory, simulate
 
 _EPS = 1e-9
 
@@ -78,7 +79,21 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
     clock = [0.0] * p  # when each rank is next free to decide
     remaining = [3 * m * len(stages) for stages in rank_stages]
     orders: Orders = [[] for _ in range(p)]
-    stalled = [False] * p
+    # The undecided ranks by (clock, rank): each rank is in `ready` or `stalled` (waiting
+    # for an op of another rank to be placed) until its ops are all placed.
+    ready = [(0.0, q) for q in range(p) if remaining[q]]
+    stalled: list[int] = []
+
+    def place(r: int, op: Op, end: float) -> None:
+        orders[r].append(op)
+        clock[r] = end
+        remaining[r] -= 1
+        # A new op may be what a stalled rank waits for: let every rank look again.
+        for q in stalled:
+            heapq.heappush(ready, (clock[q], q))
+        stalled.clear()
+        if remaining[r]:
+            heapq.heappush(ready, (end, r))
 
     def f_arrival(s: int, j: int) -> float:
         if s == 0:
@@ -94,17 +109,14 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
         return done + comm_down[s] if done == done else math.inf
 
     while True:
-        # The undecided rank with the earliest clock decides next; every op another rank
-        # has yet to place ends later, so what has arrived by then is already known.
-        r = -1
-        for q in range(p):
-            if remaining[q] and not stalled[q] and (r < 0 or clock[q] < clock[r]):
-                r = q
-        if r < 0:
+        # The undecided rank with the earliest clock (ties: the lowest rank) decides
+        # next; every op another rank has yet to place ends later, so what has arrived by
+        # then is already known.
+        if not ready:
             if any(remaining):
                 return None  # every rank waits on another: deadlock
             return orders
-        now = clock[r]
+        now, r = heapq.heappop(ready)
         stages = rank_stages[r]
         by_depth = stages[::-1] if knobs.deep_first else stages
 
@@ -122,7 +134,7 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             end_b[s][j] = end
             next_b[s] += 1
             memory[r] += m_w[s] - m_b[s]
-            _place(orders, r, Op("B", s, j), clock, end, remaining, stalled)
+            place(r, Op("B", s, j), end)
             continue
 
         # Rule 2: an F whose input has arrived and that has room.
@@ -147,7 +159,7 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             end_f[s][j] = end
             next_f[s] += 1
             memory[r] += m_b[s]
-            _place(orders, r, Op("F", s, j), clock, end, remaining, stalled)
+            place(r, Op("F", s, j), end)
             continue
 
         # Rule 3: a W into the gap, or to free memory for a waiting F.
@@ -161,24 +173,15 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             s, j = w_stage, next_w[w_stage]
             next_w[s] += 1
             memory[r] -= m_w[s]
-            _place(orders, r, Op("W", s, j), clock, now + t_w[s], remaining, stalled)
+            place(r, Op("W", s, j), now + t_w[s])
             continue
 
         # Rule 4: wait for the next arrival (or, if none is known yet, for other ranks).
         if next_at < math.inf:
             clock[r] = next_at
+            heapq.heappush(ready, (next_at, r))
         else:
-            stalled[r] = True
-
-
-def _place(orders: Orders, r: int, op: Op, clock: list[float], end: float,
-           remaining: list[int], stalled: list[bool]) -> None:
-    orders[r].append(op)
-    clock[r] = end
-    remaining[r] -= 1
-    # A new op may be what a stalled rank waits for: let every rank look again.
-    for q in range(len(stalled)):
-        stalled[q] = False
+            stalled.append(r)
 
 
 FILL_CHOICES = (1.0, 0.5, 0.0)
@@ -202,6 +205,8 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
         nonlocal best, best_knobs
         if orders is None:
             return
+        if knobs is None and not _fits(problem, orders):
+            return  # a named schedule over the limit: not worth timing
         sim = simulate(problem, orders)
         if not sim.ok or sim.metrics is None:
             return
@@ -225,10 +230,19 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
                 consider(generator(problem), name)
             except ValueError:
                 continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
-    consider(one_at_a_time(problem), "one-at-a-time")
+    # Microbatch after microbatch: rank 0 runs every stage's ops of one microbatch in
+    # turn, m times, so it cannot beat a schedule already below that.
+    floor = problem.num_microbatches * sum(map(sum, (problem.t_f, problem.t_b, problem.t_w)))
+    if best is None or best[0] > floor + _EPS:
+        consider(one_at_a_time(problem), "one-at-a-time")
     assert best is not None  # one_at_a_time always fits a valid profile
     value, orders, source = best
     return orders, source, value
+
+
+def _fits(problem: Problem, orders: Orders) -> bool:
+    peaks = peak_memory(problem, orders)
+    return all(x <= limit + _EPS for x, limit in zip(peaks, problem.memory_limit, strict=True))
 
 
 def one_at_a_time(problem: Problem) -> Orders:

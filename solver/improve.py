@@ -26,16 +26,18 @@ simulation of the whole order, so small orders get many moves and large ones few
 
 
 def improve(problem: Problem, orders: Orders, objective: str = "cost",
-            budget_ops: int = BUDGET_OPS) -> tuple[Orders, float, int]:
-    """Local search from `orders` (valid); returns the best orders, their objective and
-    the number of moves kept. Never worse than the start."""
+            budget_ops: int = BUDGET_OPS) -> tuple[Orders, float] | None:
+    """Local search from `orders` (valid): the improved orders and their objective, or
+    None when no move helped (or the budget allows none, or the start is at the bound)."""
+    size = sum(map(len, orders))
+    budget = budget_ops // max(1, size) - 1  # the start's simulation counts too
+    if budget < 1:
+        return None
     sim = simulate(problem, orders)
     assert sim.ok and sim.metrics is not None, "improve starts from a valid order"
     best = _score(sim, objective)
     if best[0] <= sim.metrics.lower_bound + _EPS:
-        return orders, best[0], 0  # proven optimal already: nothing to search
-    size = sum(map(len, orders))
-    budget = budget_ops // max(1, size)
+        return None  # proven optimal already: nothing to search
     kept = 0
     improved = True
     while improved and budget > 0:
@@ -54,7 +56,7 @@ def improve(problem: Problem, orders: Orders, objective: str = "cost",
                 orders, sim, best, improved = trial, candidate, score, True
                 kept += 1
                 break
-    return orders, best[0], kept
+    return (orders, best[0]) if kept else None
 
 
 def _score(sim: Simulation, objective: str) -> tuple[float, float]:

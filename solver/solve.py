@@ -185,9 +185,9 @@ def heuristic_orders(problem: Problem, objective: str = "cost",
         name = "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
     # The improvement step: local search on the order, every move re-timed by the
     # simulator, within a fixed budget of simulated ops.
-    better, better_value, kept = improve(problem, orders, objective)
-    if kept and better_value < value:
-        return better, f"{name}+local", better_value
+    improved = improve(problem, orders, objective)
+    if improved is not None and improved[1] < value:
+        return improved[0], f"{name}+local", improved[1]
     return orders, name, value
 
 
