@@ -25,7 +25,7 @@ import dataclasses
 import itertools
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -118,67 +118,94 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
                            "1 for the zb heuristic (several chunks per rank: use a named "
                            "schedule)")
 
-    def better(candidate: Build, incumbent: Build | None) -> bool:
-        return incumbent is None or \
-            candidate.objective(objective) < incumbent.objective(objective) - _EPS
-
-    best: Build | None = None
-    best_knobs = Knobs((), FILL_CHOICES[0])
-    caps = memory_caps(problem)
-    # Below 1F1B's memory (some stage cannot hold the p - j microbatches 1F1B has in
-    # flight there), stages capped alike may take B before F: try both there.
-    below_1f1b = any(cap < problem.num_ranks - j for j, cap in enumerate(caps))
-    for warmup in dict.fromkeys(warmup_candidates(problem)):  # unique, in order
-        capped = below_1f1b and any(a == b for a, b in itertools.pairwise(warmup))
-        for b_first in (False, True) if capped else (False,):
-            knobs = Knobs(warmup, FILL_CHOICES[0], b_first_when_capped=b_first)
-            candidate = build(problem, knobs)
-            if better(candidate, best):
-                best, best_knobs = candidate, knobs
-    variants = [(fill, False) for fill in FILL_CHOICES] + [(FILL_CHOICES[0], True)]
-    for fill, balance in variants:
-        for cooldown in (COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST):
-            knobs = dataclasses.replace(best_knobs, fill=fill, cooldown=cooldown,
-                                        balance=balance)
-            if knobs != best_knobs:
-                candidate = build(problem, knobs)
-                if better(candidate, best):
-                    best, best_knobs = candidate, knobs
-    # Coordinate descent on the per-stage warm-up counts, within a budget of ops built
-    # so that the answer does not depend on the machine's speed.
-    budget = REFINE_BUDGET_OPS // (3 * problem.num_stages * problem.num_microbatches)
-    improved = True
-    while improved and budget > 0:
-        improved = False
-        for warmup in _neighbours(best_knobs.warmup, caps):
-            if budget <= 0:
-                break
-            budget -= 1
-            knobs = dataclasses.replace(best_knobs, warmup=warmup)
-            candidate = build(problem, knobs)
-            if better(candidate, best):
-                best, best_knobs, improved = candidate, knobs, True
-                break
-    # Where m_w > m_b, a fused backward holds less: the best knobs with those stages
-    # fused, from every warm-up family.
-    fused = tuple(w > b for w, b in zip(problem.m_w, problem.m_b, strict=True))
-    if any(fused) and any(map(math.isfinite, problem.memory_limit)):
-        for warmup in dict.fromkeys((best_knobs.warmup, *warmup_candidates(problem))):
-            knobs = dataclasses.replace(best_knobs, warmup=warmup, fused=fused)
-            candidate = build(problem, knobs)
-            if better(candidate, best):
-                best, best_knobs = candidate, knobs
-    for candidate in _fallbacks(problem, best.objective(objective) if best else math.inf):
-        if better(candidate, best):
-            best = candidate
+    search = _Search(problem, objective)
+    search.warmup_families()
+    search.variants()
+    search.refine_warmups()
+    search.fused_backwards()
+    for candidate in _fallbacks(problem, search.value):
+        search.offer(candidate)
     # The paper's algorithm as the paper states it: the floor the search never goes under.
     for paper in paper_candidates(problem):
-        candidate = Build(paper.cost, paper.makespan, "zb-paper", given_orders=paper.orders)
-        if better(candidate, best):
-            best = candidate
+        search.offer(Build(paper.cost, paper.makespan, "zb-paper", given_orders=paper.orders))
+    best = search.best
     assert best is not None  # the capped 1F1B always fits the limit
     log.debug("heuristic: best %s cost %.4f", best.source, best.cost)
     return best
+
+
+class _Search:
+    """The knob search's phases and its incumbent (lowest objective; ties: first found)."""
+
+    def __init__(self, problem: Problem, objective: str) -> None:
+        self.problem, self.objective = problem, objective
+        self.best: Build | None = None
+        self.best_knobs = Knobs((), FILL_CHOICES[0])
+        self.caps = memory_caps(problem)
+
+    @property
+    def value(self) -> float:
+        return self.best.objective(self.objective) if self.best else math.inf
+
+    def offer(self, candidate: Build, knobs: Knobs | None = None) -> bool:
+        """Keep `candidate` if it beats the incumbent (with its knobs, if it has them)."""
+        if self.best is None or candidate.objective(self.objective) < self.value - _EPS:
+            self.best = candidate
+            if knobs is not None:
+                self.best_knobs = knobs
+            return True
+        return False
+
+    def try_knobs(self, knobs: Knobs) -> bool:
+        return self.offer(build(self.problem, knobs), knobs)
+
+    def warmup_families(self) -> None:
+        """Every warm-up family with the first fill threshold."""
+        problem, caps = self.problem, self.caps
+        # Below 1F1B's memory (some stage cannot hold the p - j microbatches 1F1B has in
+        # flight there), stages capped alike may take B before F: try both there.
+        below_1f1b = any(cap < problem.num_ranks - j for j, cap in enumerate(caps))
+        for warmup in dict.fromkeys(warmup_candidates(problem)):  # unique, in order
+            capped = below_1f1b and any(a == b for a, b in itertools.pairwise(warmup))
+            for b_first in (False, True) if capped else (False,):
+                self.try_knobs(Knobs(warmup, FILL_CHOICES[0], b_first_when_capped=b_first))
+
+    def variants(self) -> None:
+        """For the best warm-up: the other fill thresholds, balance and cool-down rules."""
+        variants = [(fill, False) for fill in FILL_CHOICES] + [(FILL_CHOICES[0], True)]
+        for fill, balance in variants:
+            for cooldown in (COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST):
+                knobs = dataclasses.replace(self.best_knobs, fill=fill, cooldown=cooldown,
+                                            balance=balance)
+                if knobs != self.best_knobs:
+                    self.try_knobs(knobs)
+
+    def refine_warmups(self) -> None:
+        """Coordinate descent on the per-stage warm-up counts, within a budget of ops
+        built so that the answer does not depend on the machine's speed."""
+        problem = self.problem
+        budget = REFINE_BUDGET_OPS // (3 * problem.num_stages * problem.num_microbatches)
+        improved = True
+        while improved and budget > 0:
+            improved = False
+            for warmup in _neighbours(self.best_knobs.warmup, self.caps):
+                if budget <= 0:
+                    break
+                budget -= 1
+                if self.try_knobs(dataclasses.replace(self.best_knobs, warmup=warmup)):
+                    improved = True
+                    break
+
+    def fused_backwards(self) -> None:
+        """Where m_w > m_b, a fused backward holds less: the best knobs with those stages
+        fused, from every warm-up family."""
+        problem = self.problem
+        fused = tuple(w > b for w, b in zip(problem.m_w, problem.m_b, strict=True))
+        if any(fused) and any(map(math.isfinite, problem.memory_limit)):
+            families = (self.best_knobs.warmup, *warmup_candidates(problem))
+            for warmup in dict.fromkeys(families):
+                self.try_knobs(dataclasses.replace(self.best_knobs, warmup=warmup,
+                                                   fused=fused))
 
 
 def _neighbours(warmup: tuple[int, ...], caps: list[int]) -> Iterator[tuple[int, ...]]:
@@ -427,42 +454,9 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
                for j in range(p)]
     if not any(b_first):
-        for i in range(m):
-            if i > 0:
-                for j in range(p):
-                    if num_f[j] < m:
-                        put_f(j)
-            for j in range(p - 1, -1, -1):
-                put_b(j)
-    else:
-        # A stage with as many warm-up Fs as the one before it (both capped by memory)
-        # takes its B before its F in each wave: with F first, its B would wait for its
-        # F, which waits for the previous stage's F of the same wave, which waits for
-        # that stage's previous B; every wave would then cost two Fs and two Bs.
-        for i in range(m):
-            todo = [["B"] if i == 0 else (["B", "F"] if b_first[j] else ["F", "B"])
-                    for j in range(p)]
-            for j in range(p):
-                if num_f[j] >= m and "F" in todo[j]:
-                    todo[j].remove("F")
-            left = sum(map(len, todo))
-            while left:
-                placed = left
-                for j in range(p):
-                    while todo[j]:
-                        if todo[j][0] == "F":
-                            if j > 0 and num_f[j - 1] <= num_f[j]:
-                                break
-                            put_f(j)
-                        else:
-                            x = num_b[j]
-                            if (num_f[j] if j == p - 1 else num_b[j + 1]) <= x:
-                                break
-                            put_b(j)
-                        todo[j].pop(0)
-                        left -= 1
-                if left == placed:  # no stage could move: this knob deadlocks here
-                    return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)")
+        _waves(p, m, num_f, put_f, put_b)
+    elif not _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b):
+        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)")
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
@@ -472,3 +466,54 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     cost = max(free[j] - first[j] for j in range(p))
     return Build(cost, max(free) - min(first), f"zb-heuristic{knobs}", codes=codes,
                  num_microbatches=m)
+
+
+def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],
+           put_b: Callable[[int], None]) -> None:
+    """The main step's 1F1B waves: wave i places one F per stage down the pipeline (each
+    F's input is then already timed), then the B of microbatch i up the pipeline."""
+    for i in range(m):
+        if i > 0:
+            for j in range(p):
+                if num_f[j] < m:
+                    put_f(j)
+        for j in range(p - 1, -1, -1):
+            put_b(j)
+
+
+def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
+                   num_b: list[int], put_f: Callable[[int], None],
+                   put_b: Callable[[int], None]) -> bool:
+    """The main step where some stages take B before F in each wave; False if stuck.
+
+    A stage with as many warm-up Fs as the one before it (both capped by memory) takes
+    its B before its F in each wave: with F first, its B would wait for its F, which
+    waits for the previous stage's F of the same wave, which waits for that stage's
+    previous B; every wave would then cost two Fs and two Bs. Ops are placed as their
+    inputs are placed, stage by stage, until the wave is done.
+    """
+    for i in range(m):
+        todo = [["B"] if i == 0 else (["B", "F"] if b_first[j] else ["F", "B"])
+                for j in range(p)]
+        for j in range(p):
+            if num_f[j] >= m and "F" in todo[j]:
+                todo[j].remove("F")
+        left = sum(map(len, todo))
+        while left:
+            placed = left
+            for j in range(p):
+                while todo[j]:
+                    if todo[j][0] == "F":
+                        if j > 0 and num_f[j - 1] <= num_f[j]:
+                            break
+                        put_f(j)
+                    else:
+                        x = num_b[j]
+                        if (num_f[j] if j == p - 1 else num_b[j + 1]) <= x:
+                            break
+                        put_b(j)
+                    todo[j].pop(0)
+                    left -= 1
+            if left == placed:  # no stage could move: this knob deadlocks here
+                return False
+    return True
