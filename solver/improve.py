@@ -1,7 +1,7 @@
 """A cheap improvement step after the heuristic: local search on the per-rank orders.
 
 Each move takes one op of one rank and puts it a few places earlier or later in that
-rank's order; the simulator re-times every move (so memory, deadlocks and t_comm are
+rank's order, or exchanges two ops a few places apart; the simulator re-times every move (so memory, deadlocks and t_comm are
 exactly the contract's) and a move is kept when it lowers the objective, or keeps it and
 lowers the sum of the ranks' spans (which lets a non-critical rank improve first, then
 the critical one). Moves are tried where time is lost: around the ops that wait for
