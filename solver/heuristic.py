@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from solver.bounds import lower_bound
 from solver.errors import ProfileError
 from solver.generators import Orders
 from solver.generators.classic import one_f_one_b_capped
@@ -107,8 +108,10 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     B before F); for the best it tries the other fill thresholds, the bubble balance and
     the cool-down rules; then it moves the warm-up count of one stage at a
     time while that helps (within `REFINE_BUDGET_OPS`). The 1F1B capped at what the
-    memory limit allows, ZB-H1 and ZB-H2 are candidates too where they fit the limit.
-    The lowest objective wins (ties: the first found).
+    memory limit allows, ZB-H1 and ZB-H2 are candidates too where they fit the limit, and
+    so is the paper's algorithm as the paper states it (`solver.generators.paper`), which
+    runs first: where it meets the lower bound the search is skipped, and each phase is
+    skipped once the best meets it. The lowest objective wins (ties: the first found).
 
     Raises:
         ProfileError: for more than one chunk per rank (the heuristic is single-chunk).
@@ -118,16 +121,26 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
                            "1 for the zb heuristic (several chunks per rank: use a named "
                            "schedule)")
 
+    # The paper's algorithm as the paper states it: the floor the search never goes under.
+    # It is cheap, so it runs first: where it already meets the lower bound (so no
+    # schedule is better), the search stops there.
+    papers = [Build(x.cost, x.makespan, "zb-paper", given_orders=x.orders)
+              for x in paper_candidates(problem)]
+    bound = lower_bound(problem)  # holds for cost and makespan (makespan >= cost)
+    at_bound = [x for x in papers if x.objective(objective) <= bound + _EPS]
+    if at_bound:
+        return at_bound[0]
     search = _Search(problem, objective)
-    search.warmup_families()
-    search.variants()
-    search.refine_warmups()
-    search.fused_backwards()
+    # Each phase only keeps strictly better builds: once one meets the bound, the rest
+    # cannot change the answer and are skipped.
+    for phase in (search.warmup_families, search.variants, search.refine_warmups,
+                  search.fused_backwards):
+        if search.value > bound + _EPS:
+            phase()
     for candidate in _fallbacks(problem, search.value):
         search.offer(candidate)
-    # The paper's algorithm as the paper states it: the floor the search never goes under.
-    for paper in paper_candidates(problem):
-        search.offer(Build(paper.cost, paper.makespan, "zb-paper", given_orders=paper.orders))
+    for paper in papers:
+        search.offer(paper)
     best = search.best
     assert best is not None  # the capped 1F1B always fits the limit
     log.debug("heuristic: best %s cost %.4f", best.source, best.cost)
