@@ -38,9 +38,9 @@ run: $(RUN_STAMP)
 
 # Solve the paper's 1.5B configuration (p=8, m=24) at 1p and 2p memory and draw both.
 example: $(STAMP)
-	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --svg out/gpt1.5b-p8-m24-1p.svg \
+	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir --svg out/gpt1.5b-p8-m24-1p.svg \
 		-o out/gpt1.5b-p8-m24-1p.json
-	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --memory-limit 16 \
+	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir --memory-limit 16 \
 		--svg out/gpt1.5b-p8-m24-2p.svg -o out/gpt1.5b-p8-m24-2p.json
 
 lint: $(STAMP)

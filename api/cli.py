@@ -1,18 +1,24 @@
 """The `ppsched` command line: solve, simulate, render, list methods, print JSON Schemas.
 
 Every user error ends in one line on stderr and a non-zero exit (2 for bad input, 1 for
-an invalid schedule); files are written whole or not at all.
+an invalid schedule); files are written whole or not at all, with the umask's mode, into
+folders that exist (or `--mkdir`), before anything is printed: a reader that closes the
+pipe early (`| head`) ends the command quietly with the files already written.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -40,6 +46,43 @@ EXIT_INVALID = 1  # the schedule breaks the contract
 EXIT_USAGE = 2  # the input cannot be used
 _KEEP = object()  # --memory-limit not given: keep the profile's
 
+# The modules each optional extra brings (pyproject.toml), and the commands that need one.
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "service": ("fastapi", "uvicorn", "pydantic_settings", "prometheus_client"),
+    "sweep": ("yaml", "dask", "distributed", "rich", "matplotlib", "pyarrow"),
+    "torch": ("torch",),
+}
+COMMAND_EXTRAS = {"serve": "service", "sweep": "sweep"}
+
+# A solve that runs longer than PROGRESS_AFTER_S prints a line on stderr every
+# PROGRESS_EVERY_S until it ends (a periodic line, so a log file shows it too).
+PROGRESS_AFTER_S = 1.0
+PROGRESS_EVERY_S = 5.0
+
+
+class MissingExtra(ValueError):
+    """A command needs an optional extra that is not installed."""
+
+    def __init__(self, command: str, extra: str, module: str) -> None:
+        self.command, self.extra, self.module = command, extra, module
+        super().__init__(f"ppsched {command} needs the '{extra}' extra: pip install "
+                         f"'ppsched[{extra}]' (module '{module}' is missing)")
+
+
+def require_extra(command: str) -> None:
+    """Raise MissingExtra when a module of the extra `command` needs is not installed."""
+    extra = COMMAND_EXTRAS.get(command)
+    if extra is None:
+        return
+    for module in EXTRA_MODULES[extra]:
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtra(command, extra, module)
+
+
+def _extra_of(module: str | None) -> str | None:
+    top = (module or "").split(".")[0]
+    return next((extra for extra, mods in EXTRA_MODULES.items() if top in mods), None)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `ppsched` console script."""
@@ -49,7 +92,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else default_level,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
+        require_extra(args.command)
         return int(args.run(args))
+    except MissingExtra as exc:
+        print(f"ppsched: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        # A module of an extra imported deeper down than require_extra looks.
+        extra = _extra_of(exc.name)
+        if extra is None:
+            raise
+        print(f"ppsched: error: {MissingExtra(args.command, extra, str(exc.name))}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader closed stdout (`| head`): what was asked for is done, the files are
+        # written; end quietly. Point stdout at /dev/null so the interpreter's final flush
+        # cannot raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except ProfileError as exc:
         print(f"ppsched: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -138,6 +200,9 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON")
     p.add_argument("--csv", metavar="FILE", help="write torch.distributed.pipelining's CSV")
     p.add_argument("--grid", action="store_true", help="print the schedule as a text grid")
+    p.add_argument("--mkdir", action="store_true",
+                   help="create the output files' folders when missing (default: they "
+                   "must exist)")
 
 
 def _layouts(text: str) -> tuple[Layout, ...]:
@@ -166,15 +231,21 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     options = ExactOptions(backend=args.backend, time_limit_s=args.time_limit,
                            workers=args.workers, fifo=not args.free_order,
                            milp_solver=args.milp_solver)
-    schedule = solve(profile, args.method, args.objective, exact=options,
-                     on_progress=_print_progress if args.method == ILP else None,
-                     layouts=args.layouts)
-    print(summary(schedule))
+    _check_outputs(args)
+    ilp = args.method == ILP  # the exact search prints its own progress
+    with _progress(None if ilp else f"solving {profile.label} (p={profile.num_ranks}, "
+                   f"m={profile.num_microbatches}, method {args.method})"):
+        schedule = solve(profile, args.method, args.objective, exact=options,
+                         on_progress=_print_progress if ilp else None,
+                         layouts=args.layouts)
     _write_outputs(args, schedule)
+    print(summary(schedule))
+    _print_grid(args, schedule)
     return 0
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    _check_outputs(args)
     schedule = parse_schedule(read_json(args.schedule, "schedule"))
     sim = simulate(schedule.profile.problem, schedule.orders())
     if not sim.ok:
@@ -187,16 +258,18 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     retimed = schedule_from_simulation(schedule.profile, sim, schedule.method,
                                        status=schedule.solver.status if schedule.solver
                                        else "heuristic")
-    print(summary(retimed))
     _write_outputs(args, retimed)
+    print(summary(retimed))
+    _print_grid(args, retimed)
     return 0
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    schedule = parse_schedule(read_json(args.schedule, "schedule"))
     if not (args.svg or args.trace or args.csv or args.grid):
         raise ProfileError("render", "no output", "at least one of --svg, --trace, --csv, "
                            "--grid")
+    _check_outputs(args)
+    schedule = parse_schedule(read_json(args.schedule, "schedule"))
     sim = simulate(schedule.profile.problem, schedule.orders())
     if not sim.ok:
         raise ScheduleInvalid(sim.violations, order_grid(sim.order, sim.violations))
@@ -205,6 +278,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     if schedule.solver is not None:
         retimed.solver = schedule.solver
     _write_outputs(args, retimed)
+    _print_grid(args, retimed)
     return 0
 
 
@@ -270,38 +344,108 @@ def _with_limit(profile: Profile, limit: float | None) -> Profile:
     return parse_profile(data)
 
 
+def _outputs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The (option, path) pairs of the files this command writes."""
+    named = [("--output", getattr(args, "output", None)), ("--svg", args.svg),
+             ("--trace", args.trace), ("--csv", args.csv)]
+    return [(option, path) for option, path in named if path]
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output whose folder is missing (unless --mkdir)."""
+    for option, path in _outputs(args):
+        folder = Path(path).parent
+        if args.mkdir:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ProfileError(option, path, f"a folder that can be created "
+                                   f"({exc.strerror})") from None
+        elif not folder.is_dir():
+            raise ProfileError(option, path, f"a file in an existing folder ('{folder}' "
+                               "does not exist; create it or pass --mkdir)")
+
+
 def _write_outputs(args: argparse.Namespace, schedule: Schedule) -> None:
     from solver.render.svg import render_svg
     from solver.render.torch_csv import render_torch_csv
     from solver.render.trace import render_trace
 
-    writers: list[tuple[str | None, Callable[[], str]]] = [
-        (getattr(args, "output", None), lambda: schedule.model_dump_json(indent=1)),
-        (args.svg, lambda: render_svg(schedule)),
-        (args.trace, lambda: json.dumps(render_trace(schedule))),
-        (args.csv, lambda: render_torch_csv(schedule)),
-    ]
-    for path, make in writers:
-        if path:
-            _write_atomically(path, make())
-            log.info("wrote %s", path)
+    makers: dict[str, Callable[[], str]] = {
+        "--output": lambda: schedule.model_dump_json(indent=1),
+        "--svg": lambda: render_svg(schedule),
+        "--trace": lambda: json.dumps(render_trace(schedule)),
+        "--csv": lambda: render_torch_csv(schedule),
+    }
+    for option, path in _outputs(args):
+        write_atomically(path, makers[option](), option)
+        log.info("wrote %s", path)
+
+
+def _print_grid(args: argparse.Namespace, schedule: Schedule) -> None:
     if args.grid:
         starts = [[op.start for op in rank] for rank in schedule.ranks]
         ends = [[op.end for op in rank] for rank in schedule.ranks]
         print(time_grid(schedule.orders(), starts, ends))
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Write whole or not at all: a temp file beside the target, then a rename."""
+def _umask() -> int:
+    # os.umask can only be read by setting it; the CLI is single-threaded at this point.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomically(path: str, text: str, option: str = "output") -> None:
+    """Write whole or not at all: a temp file beside the target, then a rename.
+
+    The file gets the mode a plain `open(path, "w")` would give (0666 less the umask),
+    not mkstemp's 0600: a job reading the CSV as another user must be able to.
+    """
     target = Path(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        with os.fdopen(fd, "w") as out:
-            out.write(text if text.endswith("\n") else text + "\n")
-        os.replace(tmp, target)
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "w") as out:
+                out.write(text if text.endswith("\n") else text + "\n")
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     except OSError as exc:
-        raise ProfileError("output", path, f"a writable file path ({exc.strerror})") from None
+        raise ProfileError(option, path, f"a writable file path ({exc.strerror})") from None
+
+
+@contextmanager
+def _progress(what: str | None, stream: Callable[[str], None] | None = None,
+              after: float | None = None, every: float | None = None) -> Iterator[None]:
+    """Print "WHAT: N s" on stderr every `every` seconds once the block has run `after`.
+
+    Nothing is printed for a block that ends sooner (most solves take milliseconds).
+    """
+    if what is None:
+        yield
+        return
+    after = PROGRESS_AFTER_S if after is None else after
+    every = PROGRESS_EVERY_S if every is None else every
+    emit = stream or (lambda line: print(line, file=sys.stderr, flush=True))
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tick() -> None:
+        wait = after
+        while not done.wait(wait):
+            emit(f"ppsched: {what}: {time.monotonic() - start:.0f} s")
+            wait = every
+
+    thread = threading.Thread(target=tick, name="ppsched-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 if __name__ == "__main__":
