@@ -24,6 +24,7 @@ from typing import NoReturn
 
 from api.sweep.command import add_sweep_parser
 from solver.errors import ProfileError, ScheduleInvalid
+from solver.method_names import aliases
 from solver.profile import Profile, load_profile, parse_profile, read_json
 from solver.render.grid import order_grid, time_grid
 from solver.schedule import Schedule, parse_schedule, schedule_from_simulation
@@ -141,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help="solve a profile and print its summary")
     p.add_argument("profile", help="profile JSON (DESIGN.md section 2)")
     p.add_argument("-m", "--method", default=HEURISTIC,
-                   help=f"{HEURISTIC} (default) or a named schedule; see `ppsched methods`")
+                   help=f"{HEURISTIC} (default) or a named schedule, ours or torch's (e.g. "
+                   "ZBVZeroBubble); see `ppsched methods`")
     p.add_argument("--objective", default="cost", choices=OBJECTIVES,
                    help="largest per-rank span (default) or makespan")
     p.add_argument("--memory-limit", metavar="X", type=_memory_limit, default=_KEEP,
@@ -288,6 +290,8 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     width = max(map(len, listing))
     for name, text in listing.items():
         print(f"{name:<{width}}  {text}")
+    names = ", ".join(f"{alias} = {target}" for alias, target in aliases(listing).items())
+    print(f"\ntorch.distributed.pipelining's names are accepted too: {names}")
     return 0
 
 

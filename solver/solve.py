@@ -16,6 +16,7 @@ from solver.exact import ExactResult, ProgressFn
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
+from solver.method_names import resolve_method
 from solver.profile import Problem, Profile
 from solver.render.grid import order_grid
 from solver.schedule import Schedule, schedule_from_simulation
@@ -119,8 +120,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     """
     if objective not in OBJECTIVES:
         raise ProfileError("objective", objective, " or ".join(OBJECTIVES))
-    if method not in (HEURISTIC, ILP) and method not in REGISTRY:
-        raise ProfileError("method", method, "one of " + ", ".join(methods()))
+    method = resolve_method(method)  # our names, and torch's (solver/method_names.py)
     began = time.perf_counter()
     candidates = _layout_profiles(profile, layouts)
     refined: ExactResult | None = None
