@@ -168,11 +168,23 @@ def _parser() -> argparse.ArgumentParser:
     _add_view_options(p)
     p.set_defaults(run=_cmd_solve)
 
-    p = sub.add_parser("simulate", help="re-time and validate an existing schedule JSON")
-    p.add_argument("schedule", help="schedule JSON (DESIGN.md section 4); times optional")
+    p = sub.add_parser("simulate", help="re-time and validate a schedule JSON or a torch "
+                       "CSV")
+    p.add_argument("schedule", help="schedule JSON (DESIGN.md section 4; times optional), "
+                   "or torch.distributed.pipelining's compute-only CSV (a .csv file)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the re-timed schedule JSON")
+    _add_csv_options(p)
     _add_view_options(p)
     p.set_defaults(run=_cmd_simulate)
+
+    p = sub.add_parser("import-csv", help="read torch's compute-only CSV (its _dump_csv), "
+                       "time, validate and draw it")
+    p.add_argument("schedule", metavar="csv", help="torch.distributed.pipelining's "
+                   "compute-only CSV: one row per rank, e.g. 0F0,0F1,0I0,0W0")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the schedule JSON")
+    _add_csv_options(p)
+    _add_view_options(p)
+    p.set_defaults(run=_cmd_simulate, from_csv=True)
 
     p = sub.add_parser("render", help="draw a schedule JSON as SVG, trace, CSV or text")
     p.add_argument("schedule", help="schedule JSON (DESIGN.md section 4)")
@@ -195,6 +207,32 @@ def _parser() -> argparse.ArgumentParser:
 
     add_sweep_parser(sub)  # `ppsched sweep GRID.yaml`: api/sweep/
     return parser
+
+
+def _add_csv_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group(
+        "reading a torch CSV", "p is the row count, v and m follow from the largest stage "
+        "and microbatch, the placement from the stage-to-rank map; these options override "
+        "them. Times and memory come from --profile (unit times without it).")
+    group.add_argument("--profile", metavar="FILE", help="profile JSON whose times and "
+                       "memory time the CSV (its p, m, v, placement are the CSV's)")
+    group.add_argument("--ranks", metavar="P", type=_positive_int, help="p (default: rows)")
+    group.add_argument("--microbatches", metavar="M", type=_positive_int,
+                       help="m (default: largest microbatch + 1)")
+    group.add_argument("--chunks", metavar="V", type=_positive_int,
+                       help="v, stages per rank (default: stages / p)")
+    group.add_argument("--placement", choices=("loop", "v"),
+                       help="stage-to-rank map when v > 1 (default: as the rows show)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 1")
+    return value
 
 
 def _add_view_options(p: argparse.ArgumentParser) -> None:
@@ -248,7 +286,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     _check_outputs(args)
-    schedule = parse_schedule(read_json(args.schedule, "schedule"))
+    if getattr(args, "from_csv", False) or args.schedule.lower().endswith(".csv"):
+        schedule = _schedule_from_csv(args)
+    else:
+        schedule = parse_schedule(read_json(args.schedule, "schedule"))
     sim = simulate(schedule.profile.problem, schedule.orders())
     if not sim.ok:
         count = len(sim.violations)
@@ -264,6 +305,28 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     print(summary(retimed))
     _print_grid(args, retimed)
     return 0
+
+
+def _schedule_from_csv(args: argparse.Namespace) -> Schedule:
+    """A torch CSV as an untimed Schedule (the simulator times it next)."""
+    from solver.render.csv_import import read_torch_csv
+
+    path = Path(args.schedule)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ProfileError("csv", str(path), f"a readable CSV file ({exc.strerror})") \
+            from None
+    base = read_json(args.profile, "profile") if args.profile else None
+    if base is not None and not isinstance(base, dict):
+        raise ProfileError("profile", args.profile, "a JSON object (DESIGN.md section 2)")
+    overrides = {"num_ranks": args.ranks, "num_microbatches": args.microbatches,
+                 "num_chunks": args.chunks, "placement": args.placement}
+    profile, orders = read_torch_csv(text, base, path.stem, overrides)
+    ranks = [[{"kind": op.kind, "stage": op.stage, "microbatch": op.microbatch}
+              for op in rank] for rank in orders]
+    return parse_schedule({"profile": profile.model_dump(mode="json"), "ranks": ranks,
+                           "method": f"csv {path.name}"})
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
