@@ -37,10 +37,10 @@ run: $(RUN_STAMP)
 	$(RUN_VENV)/bin/ppsched serve --host $(HOST) --port $(PORT)
 
 # Solve the paper's 1.5B configuration (p=8, m=24) at 1p and 2p memory and draw both.
-example: $(STAMP)
-	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir --svg out/gpt1.5b-p8-m24-1p.svg \
-		-o out/gpt1.5b-p8-m24-1p.json
-	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir --memory-limit 16 \
+example: $(RUN_STAMP)
+	$(RUN_VENV)/bin/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir \
+		--svg out/gpt1.5b-p8-m24-1p.svg -o out/gpt1.5b-p8-m24-1p.json
+	$(RUN_VENV)/bin/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir --memory-limit 16 \
 		--svg out/gpt1.5b-p8-m24-2p.svg -o out/gpt1.5b-p8-m24-2p.json
 
 lint: $(STAMP)
