@@ -141,8 +141,8 @@ async function onSubmit(event) {
     const schedules = await Promise.all(
       methods.map((method, i) => solveInto(panels[i], profile, method)),
     );
-    drawCharts(panels, schedules);
     if (schedules.length === 2 && schedules.every(Boolean)) showComparison(...schedules);
+    drawCharts(panels, schedules); // last: it marks the panels done
   } finally {
     running -= 1;
     $("solve").disabled = false;
@@ -169,10 +169,11 @@ async function solveInto(panel, profile, method) {
     showSchedule(panel, method, body, note);
     return body;
   } catch (err) {
-    panel.dataset.state = "error";
-    // The message itself shows once, in the error box above the results.
+    // The message itself shows once, in the error box above the results. The state is
+    // set last: whoever waits on it sees the message already there.
     panel.querySelector(".status").textContent = `${method}: failed (the message is above)`;
     showError(err.message, method);
+    panel.dataset.state = "error";
     return null;
   }
 }
@@ -324,6 +325,9 @@ function showComparison(a, b) {
 function showError(message, method) {
   const methods = errors.get(message) || [];
   if (method && !methods.includes(method)) methods.push(method);
+  // In the form's order, whichever answer came first.
+  const order = [$("method-a").value, $("method-b").value];
+  methods.sort((x, y) => order.indexOf(x) - order.indexOf(y));
   errors.set(message, methods);
   $("error").textContent = [...errors]
     .map(([text, from]) => (from.length ? `${from.join(", ")}: ${text}` : text)).join("\n");
