@@ -1,4 +1,5 @@
-"""The `ppsched` command line: solve, simulate, render, list methods, print JSON Schemas.
+"""The `ppsched` command line: solve, simulate (our JSON or torch's CSV), render, list
+methods, print JSON Schemas.
 
 Every user error ends in one line on stderr and a non-zero exit (2 for bad input, 1 for
 an invalid schedule); files are written whole or not at all, with the umask's mode, into
@@ -289,6 +290,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if getattr(args, "from_csv", False) or args.schedule.lower().endswith(".csv"):
         schedule = _schedule_from_csv(args)
     else:
+        for option in ("profile", "ranks", "microbatches", "chunks", "placement"):
+            if getattr(args, option) is not None:
+                raise ProfileError(f"--{option}", getattr(args, option), "no value for a "
+                                   "schedule JSON (it has its profile); the option reads a "
+                                   "torch CSV (a .csv file, or `ppsched import-csv`)")
         schedule = parse_schedule(read_json(args.schedule, "schedule"))
     sim = simulate(schedule.profile.problem, schedule.orders())
     if not sim.ok:

@@ -172,3 +172,40 @@ def test_a_solve_from_the_command_line_is_quiet_on_stderr_when_fast(tmp_path: Pa
     result = ppsched("solve", str(PROFILE))
     assert result.returncode == 0
     assert result.stderr == ""
+
+
+def test_csv_options_on_a_schedule_json_are_refused(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    assert ppsched("solve", str(PROFILE), "-o", str(out)).returncode == 0
+    result = ppsched("simulate", str(out), "--profile", str(PROFILE))
+    assert result.returncode == 2
+    assert result.stderr.startswith("ppsched: error: invalid '--profile'")
+    assert "torch CSV" in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(("cells", "words"), [
+    ("0F0,0X1\n", "torch CSV line 1, cell 2: '0X1'"),
+    ("0F0\n2F0\n", "3 stages on 2 ranks"),
+    ("\n\n", "no compute actions"),
+])
+def test_a_bad_torch_csv_is_one_line_naming_the_problem(cells: str, words: str,
+                                                         tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text(cells)
+    result = ppsched("simulate", str(path))
+    assert result.returncode == 2, result.stdout
+    assert words in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_hand_written_csv_is_timed_with_the_shape_it_shows(tmp_path: Path) -> None:
+    # Two ranks, one microbatch, split backward on rank 0 and torch's fused B on rank 1.
+    path = tmp_path / "hand.csv"
+    path.write_text("0F0,0I0,0W0\n1F0,1B0\n")
+    out = tmp_path / "timed.json"
+    result = ppsched("import-csv", str(path), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "(p=2, m=1, v=1)" in result.stdout and "unit times" in result.stdout
+    timed = json.loads(out.read_text())
+    # F0 [0,1], F1 [1,2], BW1 [2,4], B0 [4,5], W0 [5,6]: rank 0's span is 6.
+    assert timed["metrics"]["cost"] == 6.0
+    assert [op["kind"] for op in timed["ranks"][1]] == ["F", "BW"]
