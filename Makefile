@@ -1,12 +1,18 @@
 # The README's two commands: `make run` (the main job) and `make test` (what CI runs).
-# Both build a virtual environment in .venv from scratch when it is missing or stale.
+# Each builds its own virtual environment from scratch when it is missing or stale:
+# `make run` a small one (.venv-run: the solver and the 'service' extra, no torch and no
+# test tools), `make test` the full one (.venv: every extra, torch's CPU build, the test
+# tools), and installs Debian's Chromium for the browser tests when it is missing.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_VENV := .venv-run
+RUN_STAMP := $(RUN_VENV)/.installed
+CHROMIUM := /usr/bin/chromium
 
-.PHONY: run example test lint bench clean
+.PHONY: run example test lint bench clean chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,28 +23,45 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[service,test,sweep,torch]'
 	touch $(STAMP)
 
+# What serving needs, and nothing else: no torch, no test or sweep tools.
+$(RUN_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(RUN_VENV)
+	$(RUN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RUN_VENV)/bin/python -m pip install --quiet -e '.[service]'
+	touch $(RUN_STAMP)
+
 # Start the HTTP service (web page, API, docs at /docs) on HOST:PORT; Ctrl-C stops it.
 HOST ?= 127.0.0.1
 PORT ?= 8000
-run: $(STAMP)
-	$(BIN)/ppsched serve --host $(HOST) --port $(PORT)
+run: $(RUN_STAMP)
+	$(RUN_VENV)/bin/ppsched serve --host $(HOST) --port $(PORT)
 
 # Solve the paper's 1.5B configuration (p=8, m=24) at 1p and 2p memory and draw both.
-example: $(STAMP)
-	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --svg out/gpt1.5b-p8-m24-1p.svg \
-		-o out/gpt1.5b-p8-m24-1p.json
-	$(BIN)/ppsched solve profiles/gpt1.5b-p8-m24.json --memory-limit 16 \
+example: $(RUN_STAMP)
+	$(RUN_VENV)/bin/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir \
+		--svg out/gpt1.5b-p8-m24-1p.svg -o out/gpt1.5b-p8-m24-1p.json
+	$(RUN_VENV)/bin/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir --memory-limit 16 \
 		--svg out/gpt1.5b-p8-m24-2p.svg -o out/gpt1.5b-p8-m24-2p.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check solver api runtime_adapter benchmarks tests
 	$(BIN)/mypy
 
-test: lint
+# The browser tests drive Debian's Chromium (never a downloaded browser): install the
+# package when it is missing (root, or sudo when there is one).
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+		echo "installing Debian's chromium (the browser tests need $(CHROMIUM))"; \
+		$$sudo apt-get update -qq && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	fi
+
+test: lint chromium
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bubble_table
 
 clean:
-	rm -rf $(VENV) out ppsched.sqlite3 ppsched.sqlite3-*
+	rm -rf $(VENV) $(RUN_VENV) out ppsched.sqlite3 ppsched.sqlite3-*

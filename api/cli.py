@@ -1,24 +1,32 @@
-"""The `ppsched` command line: solve, simulate, render, list methods, print JSON Schemas.
+"""The `ppsched` command line: solve, simulate (our JSON or torch's CSV), render, list
+methods, print JSON Schemas.
 
 Every user error ends in one line on stderr and a non-zero exit (2 for bad input, 1 for
-an invalid schedule); files are written whole or not at all.
+an invalid schedule); files are written whole or not at all, with the umask's mode, into
+folders that exist (or `--mkdir`), before anything is printed: a reader that closes the
+pipe early (`| head`) ends the command quietly with the files already written.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
 from api.sweep.command import add_sweep_parser
 from solver.emit import schedule_from_simulation
 from solver.errors import ProfileError, ScheduleInvalid
+from solver.method_names import aliases
 from solver.profile import Profile, load_profile, parse_profile, read_json
 from solver.render.grid import order_grid, time_grid
 from solver.schedule import Schedule, parse_schedule
@@ -41,6 +49,43 @@ EXIT_INVALID = 1  # the schedule breaks the contract
 EXIT_USAGE = 2  # the input cannot be used
 _KEEP = object()  # --memory-limit not given: keep the profile's
 
+# The modules each optional extra brings (pyproject.toml), and the commands that need one.
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "service": ("fastapi", "uvicorn", "pydantic_settings", "prometheus_client"),
+    "sweep": ("yaml", "dask", "distributed", "rich", "matplotlib", "pyarrow"),
+    "torch": ("torch",),
+}
+COMMAND_EXTRAS = {"serve": "service", "sweep": "sweep"}
+
+# A solve that runs longer than PROGRESS_AFTER_S prints a line on stderr every
+# PROGRESS_EVERY_S until it ends (a periodic line, so a log file shows it too).
+PROGRESS_AFTER_S = 1.0
+PROGRESS_EVERY_S = 5.0
+
+
+class MissingExtra(ValueError):
+    """A command needs an optional extra that is not installed."""
+
+    def __init__(self, command: str, extra: str, module: str) -> None:
+        self.command, self.extra, self.module = command, extra, module
+        super().__init__(f"ppsched {command} needs the '{extra}' extra: pip install "
+                         f"'ppsched[{extra}]' (module '{module}' is missing)")
+
+
+def require_extra(command: str) -> None:
+    """Raise MissingExtra when a module of the extra `command` needs is not installed."""
+    extra = COMMAND_EXTRAS.get(command)
+    if extra is None:
+        return
+    for module in EXTRA_MODULES[extra]:
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtra(command, extra, module)
+
+
+def _extra_of(module: str | None) -> str | None:
+    top = (module or "").split(".")[0]
+    return next((extra for extra, mods in EXTRA_MODULES.items() if top in mods), None)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `ppsched` console script."""
@@ -50,7 +95,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else default_level,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
+        require_extra(args.command)
         return int(args.run(args))
+    except MissingExtra as exc:
+        print(f"ppsched: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        # A module of an extra imported deeper down than require_extra looks.
+        extra = _extra_of(exc.name)
+        if extra is None:
+            raise
+        print(f"ppsched: error: {MissingExtra(args.command, extra, str(exc.name))}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader closed stdout (`| head`): what was asked for is done, the files are
+        # written; end quietly. Point stdout at /dev/null so the interpreter's final flush
+        # cannot raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except ProfileError as exc:
         print(f"ppsched: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -80,7 +144,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help="solve a profile and print its summary")
     p.add_argument("profile", help="profile JSON (DESIGN.md section 2)")
     p.add_argument("-m", "--method", default=HEURISTIC,
-                   help=f"{HEURISTIC} (default) or a named schedule; see `ppsched methods`")
+                   help=f"{HEURISTIC} (default) or a named schedule, ours or torch's (e.g. "
+                   "ZBVZeroBubble); see `ppsched methods`")
     p.add_argument("--objective", default="cost", choices=OBJECTIVES,
                    help="largest per-rank span (default) or makespan")
     p.add_argument("--memory-limit", metavar="X", type=_memory_limit, default=_KEEP,
@@ -105,11 +170,23 @@ def _parser() -> argparse.ArgumentParser:
     _add_view_options(p)
     p.set_defaults(run=_cmd_solve)
 
-    p = sub.add_parser("simulate", help="re-time and validate an existing schedule JSON")
-    p.add_argument("schedule", help="schedule JSON (DESIGN.md section 4); times optional")
+    p = sub.add_parser("simulate", help="re-time and validate a schedule JSON or a torch "
+                       "CSV")
+    p.add_argument("schedule", help="schedule JSON (DESIGN.md section 4; times optional), "
+                   "or torch.distributed.pipelining's compute-only CSV (a .csv file)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the re-timed schedule JSON")
+    _add_csv_options(p)
     _add_view_options(p)
     p.set_defaults(run=_cmd_simulate)
+
+    p = sub.add_parser("import-csv", help="read torch's compute-only CSV (its _dump_csv), "
+                       "time, validate and draw it")
+    p.add_argument("schedule", metavar="csv", help="torch.distributed.pipelining's "
+                   "compute-only CSV: one row per rank, e.g. 0F0,0F1,0I0,0W0")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the schedule JSON")
+    _add_csv_options(p)
+    _add_view_options(p)
+    p.set_defaults(run=_cmd_simulate, from_csv=True)
 
     p = sub.add_parser("render", help="draw a schedule JSON as SVG, trace, CSV or text")
     p.add_argument("schedule", help="schedule JSON (DESIGN.md section 4)")
@@ -134,11 +211,40 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_csv_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group(
+        "reading a torch CSV", "p is the row count, v and m follow from the largest stage "
+        "and microbatch, the placement from the stage-to-rank map; these options override "
+        "them. Times and memory come from --profile (unit times without it).")
+    group.add_argument("--profile", metavar="FILE", help="profile JSON whose times and "
+                       "memory time the CSV (its p, m, v, placement are the CSV's)")
+    group.add_argument("--ranks", metavar="P", type=_positive_int, help="p (default: rows)")
+    group.add_argument("--microbatches", metavar="M", type=_positive_int,
+                       help="m (default: largest microbatch + 1)")
+    group.add_argument("--chunks", metavar="V", type=_positive_int,
+                       help="v, stages per rank (default: stages / p)")
+    group.add_argument("--placement", choices=("loop", "v"),
+                       help="stage-to-rank map when v > 1 (default: as the rows show)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 1")
+    return value
+
+
 def _add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="FILE", help="write an SVG Gantt chart")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON")
     p.add_argument("--csv", metavar="FILE", help="write torch.distributed.pipelining's CSV")
     p.add_argument("--grid", action="store_true", help="print the schedule as a text grid")
+    p.add_argument("--mkdir", action="store_true",
+                   help="create the output files' folders when missing (default: they "
+                   "must exist)")
 
 
 def _layouts(text: str) -> tuple[Layout, ...]:
@@ -167,16 +273,30 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     options = ExactOptions(backend=args.backend, time_limit_s=args.time_limit,
                            workers=args.workers, fifo=not args.free_order,
                            milp_solver=args.milp_solver)
-    schedule = solve(profile, args.method, args.objective, exact=options,
-                     on_progress=_print_progress if args.method == ILP else None,
-                     layouts=args.layouts)
-    print(summary(schedule))
+    _check_outputs(args)
+    ilp = args.method == ILP  # the exact search prints its own progress
+    with _progress(None if ilp else f"solving {profile.label} (p={profile.num_ranks}, "
+                   f"m={profile.num_microbatches}, method {args.method})"):
+        schedule = solve(profile, args.method, args.objective, exact=options,
+                         on_progress=_print_progress if ilp else None,
+                         layouts=args.layouts)
     _write_outputs(args, schedule)
+    print(summary(schedule))
+    _print_grid(args, schedule)
     return 0
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    schedule = parse_schedule(read_json(args.schedule, "schedule"))
+    _check_outputs(args)
+    if getattr(args, "from_csv", False) or args.schedule.lower().endswith(".csv"):
+        schedule = _schedule_from_csv(args)
+    else:
+        for option in ("profile", "ranks", "microbatches", "chunks", "placement"):
+            if getattr(args, option) is not None:
+                raise ProfileError(f"--{option}", getattr(args, option), "no value for a "
+                                   "schedule JSON (it has its profile); the option reads a "
+                                   "torch CSV (a .csv file, or `ppsched import-csv`)")
+        schedule = parse_schedule(read_json(args.schedule, "schedule"))
     sim = simulate(schedule.profile.problem, schedule.orders())
     if not sim.ok:
         count = len(sim.violations)
@@ -188,16 +308,40 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     retimed = schedule_from_simulation(schedule.profile, sim, schedule.method,
                                        status=schedule.solver.status if schedule.solver
                                        else "heuristic")
-    print(summary(retimed))
     _write_outputs(args, retimed)
+    print(summary(retimed))
+    _print_grid(args, retimed)
     return 0
 
 
+def _schedule_from_csv(args: argparse.Namespace) -> Schedule:
+    """A torch CSV as an untimed Schedule (the simulator times it next)."""
+    from solver.render.csv_import import read_torch_csv
+
+    path = Path(args.schedule)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ProfileError("csv", str(path), f"a readable CSV file ({exc.strerror})") \
+            from None
+    base = read_json(args.profile, "profile") if args.profile else None
+    if base is not None and not isinstance(base, dict):
+        raise ProfileError("profile", args.profile, "a JSON object (DESIGN.md section 2)")
+    overrides = {"num_ranks": args.ranks, "num_microbatches": args.microbatches,
+                 "num_chunks": args.chunks, "placement": args.placement}
+    profile, orders = read_torch_csv(text, base, path.stem, overrides)
+    ranks = [[{"kind": op.kind, "stage": op.stage, "microbatch": op.microbatch}
+              for op in rank] for rank in orders]
+    return parse_schedule({"profile": profile.model_dump(mode="json"), "ranks": ranks,
+                           "method": f"csv {path.name}"})
+
+
 def _cmd_render(args: argparse.Namespace) -> int:
-    schedule = parse_schedule(read_json(args.schedule, "schedule"))
     if not (args.svg or args.trace or args.csv or args.grid):
         raise ProfileError("render", "no output", "at least one of --svg, --trace, --csv, "
                            "--grid")
+    _check_outputs(args)
+    schedule = parse_schedule(read_json(args.schedule, "schedule"))
     sim = simulate(schedule.profile.problem, schedule.orders())
     if not sim.ok:
         raise ScheduleInvalid(sim.violations, order_grid(sim.order, sim.violations))
@@ -206,6 +350,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     if schedule.solver is not None:
         retimed.solver = schedule.solver
     _write_outputs(args, retimed)
+    _print_grid(args, retimed)
     return 0
 
 
@@ -215,6 +360,8 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     width = max(map(len, listing))
     for name, text in listing.items():
         print(f"{name:<{width}}  {text}")
+    names = ", ".join(f"{alias} = {target}" for alias, target in aliases(listing).items())
+    print(f"\ntorch.distributed.pipelining's names are accepted too: {names}")
     return 0
 
 
@@ -271,38 +418,108 @@ def _with_limit(profile: Profile, limit: float | None) -> Profile:
     return parse_profile(data)
 
 
+def _outputs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The (option, path) pairs of the files this command writes."""
+    named = [("--output", getattr(args, "output", None)), ("--svg", args.svg),
+             ("--trace", args.trace), ("--csv", args.csv)]
+    return [(option, path) for option, path in named if path]
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output whose folder is missing (unless --mkdir)."""
+    for option, path in _outputs(args):
+        folder = Path(path).parent
+        if args.mkdir:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ProfileError(option, path, f"a folder that can be created "
+                                   f"({exc.strerror})") from None
+        elif not folder.is_dir():
+            raise ProfileError(option, path, f"a file in an existing folder ('{folder}' "
+                               "does not exist; create it or pass --mkdir)")
+
+
 def _write_outputs(args: argparse.Namespace, schedule: Schedule) -> None:
     from solver.render.svg import render_svg
     from solver.render.torch_csv import render_torch_csv
     from solver.render.trace import render_trace
 
-    writers: list[tuple[str | None, Callable[[], str]]] = [
-        (getattr(args, "output", None), lambda: schedule.model_dump_json(indent=1)),
-        (args.svg, lambda: render_svg(schedule)),
-        (args.trace, lambda: json.dumps(render_trace(schedule))),
-        (args.csv, lambda: render_torch_csv(schedule)),
-    ]
-    for path, make in writers:
-        if path:
-            _write_atomically(path, make())
-            log.info("wrote %s", path)
+    makers: dict[str, Callable[[], str]] = {
+        "--output": lambda: schedule.model_dump_json(indent=1),
+        "--svg": lambda: render_svg(schedule),
+        "--trace": lambda: json.dumps(render_trace(schedule)),
+        "--csv": lambda: render_torch_csv(schedule),
+    }
+    for option, path in _outputs(args):
+        write_atomically(path, makers[option](), option)
+        log.info("wrote %s", path)
+
+
+def _print_grid(args: argparse.Namespace, schedule: Schedule) -> None:
     if args.grid:
         starts = [[op.start for op in rank] for rank in schedule.ranks]
         ends = [[op.end for op in rank] for rank in schedule.ranks]
         print(time_grid(schedule.orders(), starts, ends))
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Write whole or not at all: a temp file beside the target, then a rename."""
+def _umask() -> int:
+    # os.umask can only be read by setting it; the CLI is single-threaded at this point.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomically(path: str, text: str, option: str = "output") -> None:
+    """Write whole or not at all: a temp file beside the target, then a rename.
+
+    The file gets the mode a plain `open(path, "w")` would give (0666 less the umask),
+    not mkstemp's 0600: a job reading the CSV as another user must be able to.
+    """
     target = Path(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        with os.fdopen(fd, "w") as out:
-            out.write(text if text.endswith("\n") else text + "\n")
-        os.replace(tmp, target)
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "w") as out:
+                out.write(text if text.endswith("\n") else text + "\n")
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     except OSError as exc:
-        raise ProfileError("output", path, f"a writable file path ({exc.strerror})") from None
+        raise ProfileError(option, path, f"a writable file path ({exc.strerror})") from None
+
+
+@contextmanager
+def _progress(what: str | None, stream: Callable[[str], None] | None = None,
+              after: float | None = None, every: float | None = None) -> Iterator[None]:
+    """Print "WHAT: N s" on stderr every `every` seconds once the block has run `after`.
+
+    Nothing is printed for a block that ends sooner (most solves take milliseconds).
+    """
+    if what is None:
+        yield
+        return
+    after = PROGRESS_AFTER_S if after is None else after
+    every = PROGRESS_EVERY_S if every is None else every
+    emit = stream or (lambda line: print(line, file=sys.stderr, flush=True))
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tick() -> None:
+        wait = after
+        while not done.wait(wait):
+            emit(f"ppsched: {what}: {time.monotonic() - start:.0f} s")
+            wait = every
+
+    thread = threading.Thread(target=tick, name="ppsched-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 if __name__ == "__main__":

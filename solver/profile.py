@@ -6,6 +6,7 @@ same data resolved to per-stage and per-rank tuples, the form every algorithm re
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from solver.errors import ProfileError
+from solver.errors import ProfileError, _short
 
 PerStage = float | list[float]
 
@@ -244,6 +245,20 @@ def parse_profile(data: Any) -> Profile:
         raise profile_error_from(exc, data) from None
 
 
+class UnknownField(ProfileError):
+    """A profile field that does not exist, with the nearest real name when one is close."""
+
+    def __init__(self, field: str, value: Any) -> None:
+        close = difflib.get_close_matches(field, list(ACCEPTED), n=1, cutoff=0.5)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        fields = ", ".join(ACCEPTED)
+        # `accepted` is what a caller that rebuilds the error (the service) shows.
+        super().__init__(field, value, f"no such field ({hint}the fields are {fields})")
+        # One line that names the field first: a misspelt field, not a bad value.
+        self.args = (f"no such field '{field}'; {hint}(got {_short(value)}; expected one "
+                     f"of the fields {fields})",)
+
+
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile JSON file."""
     return parse_profile(read_json(path, "profile"))
@@ -265,7 +280,9 @@ def read_json(path: str | Path, what: str) -> Any:
 
 def profile_error_from(exc: ValidationError, data: Any) -> ProfileError:
     """The first error of a pydantic ValidationError, as a ProfileError."""
-    error = exc.errors()[0]
+    errors = exc.errors()
+    # A misspelt field also shows as the real one missing: name the misspelling first.
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     original = (error.get("ctx") or {}).get("error")
     if isinstance(original, ProfileError):
         return original
@@ -276,6 +293,8 @@ def profile_error_from(exc: ValidationError, data: Any) -> ProfileError:
     top = str(loc[0]) if loc else "profile"
     if error["type"] == "missing":
         return ProfileError(top, _MISSING, f"{ACCEPTED.get(top, 'a value')} (required)")
+    if error["type"] == "extra_forbidden" and len(loc) == 1:
+        return UnknownField(top, error.get("input"))
     if error["type"] == "extra_forbidden":
         return ProfileError(top, error.get("input"),
                             "no such field: the fields are " + ", ".join(ACCEPTED))

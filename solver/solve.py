@@ -18,6 +18,7 @@ from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
 from solver.improve import improve
+from solver.method_names import resolve_method
 from solver.profile import Problem, Profile
 from solver.schedule import Schedule
 from solver.simulator import simulate
@@ -120,8 +121,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     """
     if objective not in OBJECTIVES:
         raise ProfileError("objective", objective, " or ".join(OBJECTIVES))
-    if method not in (HEURISTIC, ILP) and method not in REGISTRY:
-        raise ProfileError("method", method, "one of " + ", ".join(methods()))
+    method = resolve_method(method)  # our names, and torch's (solver/method_names.py)
     began = time.perf_counter()
     candidates = _layout_profiles(profile, layouts)
     refined: ExactResult | None = None

@@ -12,8 +12,9 @@ from api.service.config import Settings
 from api.service.errors import LimitExceeded
 from api.service.schemas import ScheduleRequest
 from solver.errors import ProfileError
+from solver.method_names import resolve_method
 from solver.profile import Profile, parse_profile
-from solver.solve import ILP, layout_name, methods, parse_layouts
+from solver.solve import ILP, layout_name, parse_layouts
 
 KEY_VERSION = 1  # bump when the same request would give a different schedule
 # Request fields that bound the work, the setting naming each limit, its attribute.
@@ -71,15 +72,14 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
     if request.time_limit_s > settings.max_time_limit_s:
         raise LimitExceeded("time_limit_s", request.time_limit_s, settings.max_time_limit_s,
                             "max_time_limit_s")
-    if request.method not in methods():
-        raise ProfileError("method", request.method, "one of " + ", ".join(methods()))
+    method = resolve_method(request.method)  # torch's schedule names too
     data = dict(request.profile)
     if "memory_limit" in request.model_fields_set:
         data["memory_limit"] = request.memory_limit
     profile = parse_profile_field(data)
     layouts = ",".join(map(layout_name, parse_layouts(request.layouts))) \
         if request.layouts else ""
-    return SolveSpec(profile=profile.model_dump(mode="json"), method=request.method,
+    return SolveSpec(profile=profile.model_dump(mode="json"), method=method,
                      objective=request.objective, time_limit_s=request.time_limit_s,
                      backend=request.backend, layouts=layouts)
 

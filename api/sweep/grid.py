@@ -18,6 +18,7 @@ import yaml
 
 from api.sweep.filters import Filter, compile_filter
 from solver.errors import ProfileError
+from solver.method_names import resolve_method
 from solver.profile import Profile, load_profile
 from solver.solve import OBJECTIVES, methods
 
@@ -201,12 +202,15 @@ class _GridReader:
         known = methods()
         if not items:
             raise self.fail(line, "methods is empty: name at least one of " + ", ".join(known))
+        resolved = []
         for item, item_line in zip(items, item_lines, strict=True):
-            if item not in known:
+            try:  # our names, and torch's schedule names (solver/method_names.py)
+                resolved.append(resolve_method(str(item), known))
+            except ProfileError as exc:
                 raise self.fail(item_line, f"unknown method {item!r}"
-                                f"{_did_you_mean(str(item), known)}; the methods are "
-                                + ", ".join(known))
-        return tuple(dict.fromkeys(items)), line
+                                f"{_did_you_mean(str(item), known)}; expected "
+                                f"{exc.accepted}") from None
+        return tuple(dict.fromkeys(resolved)), line
 
     def _axes(self, value: Any, node: yaml.Node | None, line: int | None) -> tuple[Axis, ...]:
         if not isinstance(value, dict) or not isinstance(node, (yaml.MappingNode, type(None))):

@@ -214,3 +214,105 @@ def test_page_follows_a_long_ilp_run_as_a_job(page: Any) -> None:
     figures = _figures(page.query_selector("#result-a"))
     assert figures["solver"].startswith("optimal"), figures
     assert figures["gap"] == "0.00%"
+
+
+def _svg_number(page: Any, selector: str, attribute: str) -> float:
+    value = page.get_attribute(selector, attribute)
+    assert value is not None, (selector, attribute)
+    return float(value)
+
+
+def test_compared_charts_share_one_time_scale_in_a_full_width_view(page: Any) -> None:
+    page.select_option("#method-b", "1f1b")
+    page.click("#solve")
+    page.wait_for_selector("#result-a[data-state='done']")
+    page.wait_for_selector("#result-b[data-state='done']")
+    a, b = "#result-a .chart svg", "#result-b .chart svg"
+    # 1F1B's step is longer: both charts end at its end, at the same px per time unit.
+    assert _svg_number(page, a, "data-time-max") == _svg_number(page, b, "data-time-max")
+    assert _svg_number(page, a, "data-px-per-unit") == _svg_number(page, b, "data-px-per-unit")
+    schedules = [page.request.get(page.get_attribute(f"#result-{x} [data-download='json']",
+                                                     "href")).json() for x in "ab"]
+    ends = [max(op["end"] for rank in s["ranks"] for op in rank) for s in schedules]
+    assert _svg_number(page, a, "data-time-max") == pytest.approx(max(ends))
+    # The same op (rank 0's first F, t_f long in both) has the same length in both charts.
+    first = [page.query_selector(f"{x} rect.op") for x in (a, b)]
+    assert first[0].get_attribute("width") == first[1].get_attribute("width")
+    # The comparison is a larger view: the panels are stacked, each the results' width.
+    results = page.query_selector("#results").bounding_box()
+    boxes = [page.query_selector(f"#result-{x}").bounding_box() for x in "ab"]
+    assert boxes[1]["y"] >= boxes[0]["y"] + boxes[0]["height"]
+    for box in boxes:
+        assert box["width"] >= 0.95 * results["width"]
+
+
+def test_every_microbatch_label_is_drawn_and_the_time_axis_has_a_unit(page: Any) -> None:
+    page.click("#solve")
+    page.wait_for_selector("#result-a[data-state='done']")
+    ops = page.query_selector_all("#result-a .chart svg rect.op")
+    labels = page.query_selector_all("#result-a .chart svg text.label")
+    assert len(labels) == len(ops) == 3 * 8 * 24
+    texts = [label.text_content() for label in labels]
+    assert {str(j) for j in range(24)} == set(texts)
+    assert sum(int(t) >= 10 for t in texts) == 3 * 8 * 14
+    # Each label is inside its bar (the chart scrolls sideways rather than clip them).
+    sizes = {label.get_attribute("font-size") for label in labels}
+    assert sizes <= {"8", "11"}, sizes
+    axis = page.text_content("#result-a .chart svg .axis-title") or ""
+    assert axis.startswith("time (") and "ms" in axis
+    assert len(page.query_selector_all("#result-a .chart svg text.tick")) >= 5
+
+
+def test_the_memory_override_is_written_into_the_profile_text(page: Any) -> None:
+    page.fill("#memory-limit", "16")
+    page.dispatch_event("#memory-limit", "change")
+    assert json.loads(page.input_value("#profile"))["memory_limit"] == 16
+    page.click("#solve")
+    page.wait_for_selector("#result-a[data-state='done']")
+    peaks = [float(x) for x in _figures(page.query_selector("#result-a"))["peak_memory"].split()]
+    assert 8 < max(peaks) <= 16  # the 2p limit was solved, not the profile's 8
+    page.fill("#memory-limit", "none")
+    page.dispatch_event("#memory-limit", "change")
+    assert json.loads(page.input_value("#profile"))["memory_limit"] is None
+
+
+def test_an_error_shows_once_and_no_download_links_without_a_result(page: Any) -> None:
+    profile = json.loads(page.input_value("#profile"))
+    profile["t_f"] = -1
+    page.fill("#profile", json.dumps(profile))
+    page.select_option("#method-b", "1f1b")
+    page.click("#solve")
+    page.wait_for_selector("#result-a[data-state='error']")
+    page.wait_for_selector("#result-b[data-state='error']")
+    body = page.inner_text("body")
+    assert body.count("invalid 'profile.t_f'") == 1, body
+    assert page.inner_text("#error").startswith("heuristic, 1f1b: invalid 'profile.t_f'")
+    for x in "ab":
+        assert page.is_hidden(f"#result-{x} .downloads")
+        assert page.get_attribute(f"#result-{x} [data-download='json']", "href") is None
+
+
+def test_a_running_ilp_job_can_be_cancelled(page: Any) -> None:
+    # Below 1F1B's memory the exact search cannot close its gap: it runs to its time limit
+    # unless cancelled. Cancel keeps the best schedule found so far.
+    deletes: list[str] = []
+    page.on("request", lambda r: deletes.append(r.url) if r.method == "DELETE" else None)
+    page.select_option("#method-a", "ilp")
+    page.fill("#memory-limit", "6")
+    page.fill("#time-limit", "120")
+    page.click("#solve")
+    # Cancel once the search reports progress: it then has a schedule to hand back (a job
+    # cancelled before that ends 'cancelled' with no schedule, which the page reports).
+    page.wait_for_selector("#result-a[data-state='running'][data-progress='true']")
+    assert page.is_hidden("#result-a .downloads")  # no result yet, no links
+    page.click("#result-a .cancel")
+    page.wait_for_selector("#result-a[data-state='done'], #result-a[data-state='error']",
+                           timeout=60_000)
+    assert page.get_attribute("#result-a", "data-state") == "done", (
+        page.inner_text("#result-a .status"), page.inner_text("#error"))
+    assert len(deletes) == 1 and "/v1/jobs/" in deletes[0]
+    assert page.get_attribute("#result-a", "data-result") == "cancelled"
+    assert page.inner_text("#result-a .status").startswith("cancelled: the best schedule")
+    assert page.is_hidden("#result-a .cancel")
+    assert page.is_visible("#result-a .downloads")
+    assert len(page.query_selector_all("#result-a .chart svg rect.op")) == 3 * 8 * 24

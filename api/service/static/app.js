@@ -1,6 +1,7 @@
 // The ppsched page: load the methods and the paper's example profiles, post one or two
-// solves side by side, poll long (ILP) jobs, draw each returned SVG Gantt chart with its
-// headline figures and download links. Plain DOM, no build step; talks only to /v1.
+// solves, poll long (ILP) jobs (with Cancel), draw each schedule's Gantt chart (gantt.js;
+// compared charts share one time scale) with its headline figures and download links.
+// Plain DOM, no build step; talks only to /v1.
 "use strict";
 
 const POLL_MS = 400;
@@ -9,6 +10,7 @@ const DEFAULT_EXAMPLE = "gpt1.5b-p8-m24";
 const $ = (id) => document.getElementById(id);
 let examples = [];
 let running = 0; // a counter so a second submit while one runs is refused, not doubled
+const errors = new Map(); // message -> the methods it came from, so each shows once
 
 // HTTP.
 
@@ -47,6 +49,7 @@ async function init() {
   $("solve-form").addEventListener("submit", onSubmit);
   $("load-example").addEventListener("click", () => loadExample($("example").value));
   $("method-a").addEventListener("change", showMethodHelp);
+  $("memory-limit").addEventListener("change", reflectMemoryLimit);
   try {
     const [m, e] = await Promise.all([api("/v1/methods"), api("/v1/examples")]);
     fillMethods(m.body.methods);
@@ -102,8 +105,18 @@ function readProfile() {
     if (["none", "null"].includes(limit.toLowerCase())) profile.memory_limit = null;
     else if (Number.isFinite(Number(limit))) profile.memory_limit = Number(limit);
     else throw new Error(`memory limit: got '${limit}'; expected a number or 'none'`);
+    // The override is written into the profile text, so what is shown is what is solved.
+    $("profile").value = JSON.stringify(profile, null, 2);
   }
   return profile;
+}
+
+function reflectMemoryLimit() {
+  try {
+    readProfile();
+  } catch (err) {
+    // A profile that is not JSON yet, or a bad limit: the submit says which.
+  }
 }
 
 async function onSubmit(event) {
@@ -129,6 +142,7 @@ async function onSubmit(event) {
       methods.map((method, i) => solveInto(panels[i], profile, method)),
     );
     if (schedules.length === 2 && schedules.every(Boolean)) showComparison(...schedules);
+    drawCharts(panels, schedules); // last: it marks the panels done
   } finally {
     running -= 1;
     $("solve").disabled = false;
@@ -150,31 +164,62 @@ async function solveInto(panel, profile, method) {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(request),
     });
-    if (status === 202) body = await waitForJob(panel, body);
-    await showSchedule(panel, method, body);
+    let note = "";
+    if (status === 202) ({ schedule: body, note } = await waitForJob(panel, body));
+    showSchedule(panel, method, body, note);
     return body;
   } catch (err) {
+    // The message itself shows once, in the error box above the results. The state is
+    // set last: whoever waits on it sees the message already there.
+    panel.querySelector(".status").textContent = `${method}: failed (the message is above)`;
+    showError(err.message, method);
     panel.dataset.state = "error";
-    panel.querySelector(".status").textContent = `${method}: ${err.message}`;
-    showError(`${method}: ${err.message}`);
     return null;
   }
 }
 
+// Poll a job until it ends; a Cancel button stops it (DELETE /v1/jobs/{id}). A cancelled
+// ilp search keeps its best schedule so far, which is shown as such.
 async function waitForJob(panel, accepted) {
   const status = panel.querySelector(".status");
-  for (;;) {
-    const { body: job } = await api(accepted.links.self);
-    if (job.status === "done") return (await api(`/v1/schedules/${job.schedule_id}`)).body;
-    if (job.status === "failed" || job.status === "cancelled") {
-      const reason = job.error && typeof job.error === "object" ? job.error.message : job.error;
-      throw new Error(`job ${job.status}${reason ? `: ${reason}` : ""}`);
+  const cancel = panel.querySelector(".cancel");
+  cancel.hidden = false;
+  cancel.disabled = false;
+  cancel.onclick = async () => {
+    cancel.disabled = true;
+    status.textContent = "cancelling...";
+    panel.dataset.state = "cancelling";
+    try {
+      await api(accepted.links.self, { method: "DELETE" });
+    } catch (err) {
+      showError(`cancel: ${err.message}`);
     }
-    const p = job.progress;
-    status.textContent = p
-      ? `${job.status}: ${num(p.elapsed_s, 1)} s, best ${num(p.best)}, bound ${num(p.bound)}, gap ${pct(p.gap)}`
-      : `${job.status}...`;
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  };
+  try {
+    for (;;) {
+      const { body: job } = await api(accepted.links.self);
+      if (job.status === "done" || (job.status === "cancelled" && job.schedule_id)) {
+        const schedule = (await api(`/v1/schedules/${job.schedule_id}`)).body;
+        const note = job.status === "cancelled" ? "cancelled: the best schedule found so far" : "";
+        return { schedule, note };
+      }
+      if (job.status === "failed" || job.status === "cancelled") {
+        const reason = job.error && typeof job.error === "object" ? job.error.message : job.error;
+        throw new Error(`job ${job.status}${reason ? `: ${reason}` : ""}`);
+      }
+      const p = job.progress;
+      if (!cancel.disabled) {
+        status.textContent = p
+          ? `${job.status}: ${num(p.elapsed_s, 1)} s, best ${num(p.best)}, bound ${num(p.bound)}, gap ${pct(p.gap)}`
+          : `${job.status}...`;
+        panel.dataset.state = job.status; // queued or running
+        if (p) panel.dataset.progress = "true"; // the search has a schedule to keep
+      }
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+  } finally {
+    cancel.hidden = true;
+    cancel.onclick = null;
   }
 }
 
@@ -185,10 +230,12 @@ function resetPanel(panel, method) {
   panel.querySelector(".title").textContent = method;
   panel.querySelector(".status").textContent = "solving...";
   panel.dataset.state = "solving";
+  delete panel.dataset.progress;
+  delete panel.dataset.result;
   panel.hidden = false;
 }
 
-async function showSchedule(panel, requested, schedule) {
+function showSchedule(panel, requested, schedule, note) {
   const m = schedule.metrics;
   const s = schedule.solver || {};
   const label = schedule.method && schedule.method !== requested
@@ -215,12 +262,52 @@ async function showSchedule(panel, requested, schedule) {
     a.href = href;
     a.download = `${base}.${extension[key]}`;
   }
-  const { body: svgText } = await api(schedule.links.svg);
-  const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
-  if (doc.querySelector("parsererror")) throw new Error("the chart is not valid SVG");
-  panel.querySelector(".chart").replaceChildren(document.importNode(doc.documentElement, true));
-  panel.querySelector(".status").textContent = `schedule ${schedule.id}`;
-  panel.dataset.state = "done";
+  panel.querySelector(".downloads").hidden = false; // links only once the result exists
+  panel.querySelector(".status").textContent =
+    note ? `${note} (schedule ${schedule.id})` : `schedule ${schedule.id}`;
+  panel.dataset.result = note ? "cancelled" : "complete";
+  // Drawn at once on its own scale; drawCharts redraws on the shared one when all are in.
+  drawChart(panel, schedule, chartWidth(panel, [schedule]), endOf(schedule));
+  panel.dataset.state = "drawn";
+}
+
+const MAX_CHART_PX = 16000; // wider charts would leave some labels out instead
+// Loops, not Math.max(...list): a schedule may have 10^5 ops, past the argument limit.
+const endOf = (schedule) => schedule.ranks.flat().reduce((t, op) => Math.max(t, op.end), 1e-9);
+
+// The panel's width, or wider (the chart then scrolls sideways) so that the shortest op
+// still holds its microbatch number at 8 px: labels >= 10 stay readable.
+function chartWidth(panel, schedules) {
+  let shortest = Infinity;
+  let largest = 0;
+  for (const op of schedules.flatMap((s) => s.ranks.flat())) {
+    if (op.end > op.start) shortest = Math.min(shortest, op.end - op.start);
+    largest = Math.max(largest, op.microbatch);
+  }
+  const digits = String(largest).length;
+  const timeMax = Math.max(...schedules.map(endOf));
+  const fit = Math.max(600, panel.querySelector(".chart").clientWidth || $("results").clientWidth);
+  const margins = GANTT.left + GANTT.right;
+  const needed = Number.isFinite(shortest)
+    ? margins + Math.ceil((timeMax * (digits * 4.9 + 2.5)) / shortest) : fit;
+  return Math.min(MAX_CHART_PX, Math.max(fit, needed));
+}
+
+function drawChart(panel, schedule, width, timeMax) {
+  panel.querySelector(".chart").replaceChildren(drawGantt(schedule, width, timeMax));
+}
+
+// Every chart of this submit on one time scale (the latest end among them) and one width.
+function drawCharts(panels, schedules) {
+  const shown = schedules.map((s, i) => [panels[i], s]).filter(([, s]) => s);
+  if (!shown.length) return;
+  const all = shown.map(([, s]) => s);
+  const timeMax = Math.max(...all.map(endOf));
+  const width = Math.max(...shown.map(([panel]) => chartWidth(panel, all)));
+  for (const [panel, schedule] of shown) {
+    drawChart(panel, schedule, width, timeMax);
+    panel.dataset.state = "done";
+  }
 }
 
 function showComparison(a, b) {
@@ -234,12 +321,21 @@ function showComparison(a, b) {
   $("comparison").hidden = false;
 }
 
-function showError(message) {
-  $("error").textContent = message;
+// Each distinct message once, naming every method it came from.
+function showError(message, method) {
+  const methods = errors.get(message) || [];
+  if (method && !methods.includes(method)) methods.push(method);
+  // In the form's order, whichever answer came first.
+  const order = [$("method-a").value, $("method-b").value];
+  methods.sort((x, y) => order.indexOf(x) - order.indexOf(y));
+  errors.set(message, methods);
+  $("error").textContent = [...errors]
+    .map(([text, from]) => (from.length ? `${from.join(", ")}: ${text}` : text)).join("\n");
   $("error").hidden = false;
 }
 
 function hideError() {
+  errors.clear();
   $("error").hidden = true;
   $("error").textContent = "";
 }

@@ -1,0 +1,54 @@
+"""torch's schedule names resolve to ours, in one function that every front end calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from solver.errors import ProfileError
+from solver.method_names import TORCH_ALIASES, aliases, resolve_method
+from solver.profile import load_profile
+from solver.solve import methods, solve
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIFORM = load_profile(ROOT / "profiles" / "uniform-p4-m8.json")
+
+
+@pytest.mark.parametrize(("name", "ours"), [
+    ("GPipe", "gpipe"), ("gpipe", "gpipe"), ("1F1B", "1f1b"), ("1f1b", "1f1b"),
+    ("Interleaved1F1B", "1f1b-interleaved"), ("interleaved1f1b", "1f1b-interleaved"),
+    ("ZBVZeroBubble", "zb-v"), ("zbvzerobubble", "zb-v"), ("ZB-V", "zb-v"),
+    ("heuristic", "heuristic"), ("ilp", "ilp"),
+])
+def test_torch_names_and_ours_resolve(name: str, ours: str) -> None:
+    assert resolve_method(name) == ours
+
+
+def test_every_alias_that_resolves_names_a_method_we_have() -> None:
+    assert set(aliases().values()) <= set(methods())
+    # The ones torch and we both build; DualPipeV joins when its generator is registered.
+    assert {"GPipe", "1F1B", "Interleaved1F1B", "ZBVZeroBubble"} <= set(aliases())
+    assert set(aliases()) <= set(TORCH_ALIASES)
+
+
+@pytest.mark.parametrize("name", ["1F1B", "GPipe"])
+def test_solve_by_torch_name_gives_our_schedule(name: str) -> None:
+    ours = resolve_method(name)
+    by_alias, by_name = solve(UNIFORM, name), solve(UNIFORM, ours)
+    assert by_alias.method == ours
+    assert by_alias.orders() == by_name.orders()
+
+
+@pytest.mark.parametrize("name", ["InterleavedZeroBubble", "LoopedBFS"])
+def test_torch_schedules_we_do_not_build_point_to_the_csv_route(name: str) -> None:
+    with pytest.raises(ProfileError) as caught:
+        resolve_method(name)
+    assert caught.value.field == "method"
+    assert "ppsched simulate FILE.csv" in str(caught.value)
+    assert "ZBVZeroBubble" in str(caught.value)
+
+
+def test_an_unknown_name_lists_ours_and_torchs() -> None:
+    with pytest.raises(ProfileError, match=r"got 'zb-h3'.*zb-h2.*ZBVZeroBubble"):
+        resolve_method("zb-h3")
