@@ -27,10 +27,12 @@ from solver.exact import (
     first_start_ticks,
     infeasible_result,
     orders_from_starts,
+    scope_of,
     seed,
 )
 from solver.ops import Op
 from solver.profile import Problem
+from solver.simulator import simulate
 
 log = logging.getLogger(__name__)
 
@@ -143,18 +145,32 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    """Records (seconds, objective, bound) at each solution, in profile time units."""
+    """Records (seconds, objective, bound) at each solution, in profile time units.
 
-    def __init__(self, scaled: Scaled, began: float, on_progress: ProgressFn | None) -> None:
+    The objective is the solution's order re-timed by the simulator (the model's value
+    is in rounded ticks and may differ from what the schedule will show); the bound is
+    the model's, widened by the scaling tolerance.
+    """
+
+    def __init__(self, problem: Problem, built: Model, objective: str, began: float,
+                 on_progress: ProgressFn | None) -> None:
         super().__init__()
-        self.scaled, self.began, self.on_progress = scaled, began, on_progress
+        self.problem, self.built, self.objective = problem, built, objective
+        self.began, self.on_progress = began, on_progress
         self.trace: list[Progress] = []
         self.lock = threading.Lock()
 
     def on_solution_callback(self) -> None:
-        point = (time.perf_counter() - self.began,
-                 self.scaled.time_units(self.objective_value),
-                 self.scaled.time_units(self.best_objective_bound))
+        starts = {op: float(self.value(var)) for op, var in self.built.start.items()}
+        sim = simulate(self.problem, orders_from_starts(self.problem, starts))
+        if not sim.ok or sim.metrics is None:
+            return  # cannot happen for a solution of an exact model; never report it
+        with self.lock:  # workers may report concurrently; keep the trace monotone
+            best = sim.metrics.objective(self.objective)
+            if self.trace:
+                best = min(best, self.trace[-1][1])
+            point = (time.perf_counter() - self.began, best,
+                     self.built.scaled.bound_in_time_units(self.best_objective_bound))
         with self.lock:
             self.trace.append(point)
         if self.on_progress is not None:
@@ -190,7 +206,7 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
     # the propagator on start times with the heuristic's hint and the lower-bound cut
     # proves the FIFO optimum of the paper's configurations in well under a second.
     solver.parameters.expand_reservoir_constraints = False
-    callback = _Progress(scaled, began, on_progress)
+    callback = _Progress(problem, built, objective, began, on_progress)
     status = solver.solve(built.model, callback)
     log.info("cp-sat %s in %.2f s: objective %s bound %s", solver.status_name(status),
              solver.wall_time, solver.objective_value, solver.best_objective_bound)
@@ -205,4 +221,5 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
     return finish(problem, "cpsat", objective, hint, candidate,
                   scaled.bound_in_time_units(bound_ticks),
                   proven=status == cp_model.OPTIMAL and scaled.exact,
-                  began=began, progress=callback.trace)
+                  began=began, progress=callback.trace, tolerance=scaled.time_tolerance,
+                  scope=scope_of(fifo, objective))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from solver.chunking import with_chunks
 from solver.errors import ProfileError, ScheduleInvalid
-from solver.exact import ExactResult, ProgressFn
+from solver.exact import SCOPE_ALL, ExactResult, ProgressFn, proven_by_bound
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
@@ -152,14 +152,26 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
                            f"method that fits the limit, such as '{HEURISTIC}'")
     if sim.violations:
         raise ScheduleInvalid(sim.violations, order_grid(sim.order, sim.violations))
+    # metrics.lower_bound is the simulator's: it holds over every schedule (DESIGN.md
+    # section 3). An exact model's bound holds over its order family only, so it goes in
+    # `solver` with its scope named, never into the metrics.
     schedule = schedule_from_simulation(
         profile, sim, name, status=refined.status if refined else "heuristic",
-        wall_s=wall_s, objective=objective, bound=refined.bound if refined else None)
-    if refined is not None and schedule.solver is not None:
+        wall_s=wall_s, objective=objective)
+    assert schedule.solver is not None
+    schedule.solver.bound_scope = SCOPE_ALL  # type: ignore[attr-defined]
+    if refined is not None:
         # Extra fields (DESIGN.md section 4 allows them): how the search went.
-        schedule.solver.backend = refined.backend
-        schedule.solver.fifo = (exact or ExactOptions()).fifo
-        schedule.solver.progress = [list(p) for p in refined.progress]
+        info = schedule.solver
+        value = info.objective
+        info.bound = max(info.bound, min(refined.bound, value))  # finish() checked it
+        info.gap = (value - info.bound) / value if value > 0 else 0.0
+        general = schedule.metrics.lower_bound if schedule.metrics else 0.0
+        info.bound_scope = (SCOPE_ALL if info.bound <= general  # type: ignore[attr-defined]
+                            else refined.scope)
+        info.backend = refined.backend
+        info.fifo = (exact or ExactOptions()).fifo
+        info.progress = [list(p) for p in refined.progress]
     return schedule
 
 
@@ -195,8 +207,17 @@ def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Prof
 
 def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
            on_progress: ProgressFn | None = None) -> ExactResult:
-    """Run the chosen exact backend from `hint`; the result is never worse than it."""
+    """Run the chosen exact backend from `hint`; the result is never worse than it.
+
+    When the general lower bound already meets the hint's objective the hint is optimal
+    over all schedules, and no backend runs.
+    """
     problem = profile.problem
+    proven = proven_by_bound(problem, hint, objective, options.backend, time.perf_counter())
+    if proven is not None:
+        if on_progress is not None:
+            on_progress(proven.progress[-1])
+        return proven
     if options.backend == "milp":
         from solver.milp import solve_milp  # PuLP is imported only when asked for
 
