@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from solver.bounds import lower_bound
+from solver.cpsat_tight import add_order_literals, applies, memory_precedences
 from solver.exact import (
     ExactResult,
     Orders,
@@ -28,8 +29,8 @@ from solver.exact import (
     infeasible_result,
     orders_from_starts,
     scope_of,
-    seed,
 )
+from solver.exact import seed as seed_model
 from solver.ops import Op
 from solver.profile import Problem
 from solver.simulator import simulate
@@ -51,7 +52,7 @@ class Model:
 
 def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
                 upper_ticks: int, objective: str = "cost", fifo: bool = True,
-                bound_cut: bool = True) -> Model:
+                bound_cut: bool = True, tight: bool = False) -> Model:
     """The CP-SAT model of `problem` (single and multi-chunk alike: ranks are data).
 
     Args:
@@ -63,6 +64,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
             False frees the B and W orders (F stays in order: it fixes each rank's
             first op, see `first_start_ticks`).
         bound_cut: add the memory-aware lower bound as a cut on the objective.
+        tight: add the order literals, their exact memory rule and energy cuts
+            (`solver.cpsat_tight`; one chunk per rank), for limits below 1F1B's memory.
     """
     model = cp_model.CpModel()
     S, m = problem.num_stages, problem.num_microbatches
@@ -108,6 +111,10 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         for s in range(S):
             for j in range(m - 1):
                 model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])  # type: ignore[arg-type]
+    # Precedences the memory limit forces in FIFO order (valid cuts; see the function).
+    if fifo:
+        for before_op, f_op in memory_precedences(problem, scaled):
+            model.add(start[f_op] >= end[before_op])
     # The first op of each rank starts as early as list scheduling would start it.
     for r, stages in enumerate(problem.rank_to_stages):
         model.add(start[Op("F", min(stages), 0)] == first[r])
@@ -117,6 +124,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         limit = scaled.limit[r]
         if limit is None:
             continue
+        if tight and all(scaled.m_w[s] <= scaled.m_b[s] for s in stages):
+            continue  # the order literals' rule at each F is exact: peaks are at Fs
         times, changes = [], []
         for s in stages:
             for j in range(m):
@@ -135,6 +144,9 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     if bound_cut:
         floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
         model.add(goal >= math.floor(floor + 1e-6))
+    if tight:
+        add_order_literals(model, problem, scaled, start, goal, first, hint_ticks,
+                           objective, fifo)
     model.minimize(goal)
 
     # Hints.
@@ -158,19 +170,28 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         self.problem, self.built, self.objective = problem, built, objective
         self.began, self.on_progress = began, on_progress
         self.trace: list[Progress] = []
+        self.best_value = math.inf
+        self.best_orders: Orders | None = None
         self.lock = threading.Lock()
 
     def on_solution_callback(self) -> None:
         starts = {op: float(self.value(var)) for op, var in self.built.start.items()}
-        sim = simulate(self.problem, orders_from_starts(self.problem, starts))
+        orders = orders_from_starts(self.problem, starts)
+        sim = simulate(self.problem, orders)
         if not sim.ok or sim.metrics is None:
             return  # cannot happen for a solution of an exact model; never report it
         with self.lock:  # workers may report concurrently; keep the trace monotone
             best = sim.metrics.objective(self.objective)
+            if best < self.best_value:
+                # The model ranks solutions by rounded ticks; the simulator may rank two
+                # of them the other way, so the best re-timed one is kept here.
+                self.best_value, self.best_orders = best, orders
             if self.trace:
                 best = min(best, self.trace[-1][1])
             point = (time.perf_counter() - self.began, best,
                      self.built.scaled.bound_in_time_units(self.best_objective_bound))
+            if self.trace and point[1:] == self.trace[-1][1:]:
+                return  # a solution no better by the simulator: nothing new to show
         with self.lock:
             self.trace.append(point)
         if self.on_progress is not None:
@@ -179,7 +200,8 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
                 time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
-                on_progress: ProgressFn | None = None) -> ExactResult:
+                on_progress: ProgressFn | None = None, tight: bool | None = None,
+                seed: int | None = None) -> ExactResult:
     """Refine `hint` with CP-SAT within the time limit; never worse than the hint.
 
     Args:
@@ -189,18 +211,25 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
         time_limit_s: wall-clock limit of the search.
         workers: CP-SAT search workers (threads).
         fifo: restrict to microbatch order per op kind (the paper's formulation).
-        on_progress: called with (seconds, objective, bound) at each new solution.
+        on_progress: called with (seconds, objective, bound) when either improves.
+        tight: add the order literals of `solver.cpsat_tight`; None (default) adds them
+            where they apply (`solver.cpsat_tight.applies`: memory below 1F1B's).
+        seed: CP-SAT's random seed, for reproducible runs (with one worker).
     """
     began = time.perf_counter()
     infeasible = infeasible_result(problem, "cpsat", began)
     if infeasible is not None:
         return infeasible
-    scaled, hint, hint_ticks, upper = seed(problem, hint, objective)
-    built = build_model(problem, scaled, hint_ticks, upper, objective, fifo)
+    scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
+    if tight is None:
+        tight = applies(problem)
+    built = build_model(problem, scaled, hint_ticks, upper, objective, fifo, tight=tight)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter()
                                                                        - began))
     solver.parameters.num_workers = workers
+    if seed is not None:
+        solver.parameters.random_seed = seed
     # Measured (benchmarks/cpsat_formulations.py): expanding each reservoir into ordering
     # literals costs seconds of presolve probing per rank and found no solution in 10 s;
     # the propagator on start times with the heuristic's hint and the lower-bound cut
@@ -213,7 +242,7 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
     candidate = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         starts = {op: float(solver.value(var)) for op, var in built.start.items()}
-        candidate = orders_from_starts(problem, starts)
+        candidate = callback.best_orders or orders_from_starts(problem, starts)
         bound_ticks = solver.best_objective_bound
     else:
         bound_ticks = 0.0
