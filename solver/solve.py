@@ -25,6 +25,9 @@ HEURISTIC = "heuristic"
 ILP = "ilp"
 OBJECTIVES = ("cost", "makespan")
 BACKENDS = ("cpsat", "milp")
+# Above this many ops the whole CP-SAT model gains nothing in a minute (issue 11: p=32,
+# m=256 at 0.75p), so `ilp` runs the window search of `solver.lns` instead.
+LNS_MIN_OPS = 12_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +45,12 @@ class ExactOptions:
     order of B and W."""
     milp_solver: str | None = None
     """A PuLP solver name for the MILP backend (default: the bundled CBC)."""
+    lns: bool | None = None
+    """CP-SAT re-solving one window of the order at a time (`solver.lns`) instead of the
+    whole model; None: where the whole model is too large to gain anything in seconds
+    (more than `LNS_MIN_OPS` ops)."""
+    seed: int | None = None
+    """CP-SAT's random seed (with ``workers=1``, runs repeat exactly up to wall time)."""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -111,6 +120,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
             take the best heuristic result over them (``ilp`` then refines it); a named
             schedule runs on the first allowed layout it supports. The schedule echoes
             the profile it was solved for: the re-cut one when another layout won.
+            None given: `default_layouts` (the V cut joins where memory binds).
 
     Raises:
         ProfileError: unknown method or objective, a shape the method does not support,
@@ -122,7 +132,15 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     if method not in (HEURISTIC, ILP) and method not in REGISTRY:
         raise ProfileError("method", method, "one of " + ", ".join(methods()))
     began = time.perf_counter()
-    candidates = _layout_profiles(profile, layouts)
+    if layouts:
+        candidates = _layout_profiles(profile, layouts)
+    else:
+        candidates = [profile]
+        for layout in default_layouts(profile, method)[1:]:
+            try:
+                candidates.append(with_chunks(profile, *layout))
+            except ProfileError:
+                pass  # a shape the placement does not take: the default only offers it
     refined: ExactResult | None = None
     if method in (HEURISTIC, ILP):
         best = None
@@ -170,7 +188,8 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
         info.bound_scope = (SCOPE_ALL if info.bound <= general  # type: ignore[attr-defined]
                             else refined.scope)
         info.backend = refined.backend
-        info.fifo = (exact or ExactOptions()).fifo
+        # The window search keeps no order family: the FIFO flag says nothing there.
+        info.fifo = (exact or ExactOptions()).fifo if refined.backend != "lns" else None
         info.progress = [list(p) for p in refined.progress]
     return schedule
 
@@ -190,6 +209,30 @@ def heuristic_orders(problem: Problem, objective: str = "cost",
     orders, source, value = greedy_search(problem, objective)
     name = "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
     return orders, name, value
+
+
+# The layouts the heuristic tries by default where memory binds below 1F1B's need.
+TIGHT_LAYOUTS: tuple[Layout, ...] = ((1, None), (2, "v"))
+
+
+def below_one_f_one_b(problem: Problem) -> bool:
+    """Whether some rank's limit is below what 1F1B holds there (one chunk per rank:
+    rank r keeps min(m, p - r) forwards in flight)."""
+    if problem.num_chunks != 1:
+        return False
+    p, m = problem.num_ranks, problem.num_microbatches
+    return any(limit < min(m, p - r) * problem.m_b[r] - 1e-9
+               for r, limit in enumerate(problem.memory_limit))
+
+
+def default_layouts(profile: Profile, method: str) -> tuple[Layout, ...]:
+    """The layouts `solve` considers when the caller names none: the profile's own, and
+    for ``heuristic`` and ``ilp`` below 1F1B's memory also the V cut (issue 11: at 0.75p
+    the V layout halves what one stage holds and beats the best single-chunk schedule;
+    one V search costs about one single-chunk search, so the default stays fast)."""
+    if method in (HEURISTIC, ILP) and below_one_f_one_b(profile.problem):
+        return TIGHT_LAYOUTS
+    return ()
 
 
 def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Profile]:
@@ -224,7 +267,15 @@ def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
         return solve_milp(problem, hint, objective=objective,
                           time_limit_s=options.time_limit_s, fifo=options.fifo,
                           solver_name=options.milp_solver, on_progress=on_progress)
+    num_ops = 3 * problem.num_stages * problem.num_microbatches
+    if options.lns or (options.lns is None and num_ops > LNS_MIN_OPS):
+        from solver.lns import solve_lns
+
+        return solve_lns(problem, hint, objective=objective,
+                         time_limit_s=options.time_limit_s, workers=options.workers,
+                         seed=options.seed or 0, on_progress=on_progress)
     from solver.cpsat import solve_cpsat  # OR-Tools is imported only when asked for
 
     return solve_cpsat(problem, hint, objective=objective, time_limit_s=options.time_limit_s,
-                       workers=options.workers, fifo=options.fifo, on_progress=on_progress)
+                       workers=options.workers, fifo=options.fifo, on_progress=on_progress,
+                       seed=options.seed)
