@@ -274,8 +274,8 @@ def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
         return solve_lns(problem, hint, objective=objective,
                          time_limit_s=options.time_limit_s, workers=options.workers,
                          seed=options.seed or 0, on_progress=on_progress)
-    from solver.cpsat import solve_cpsat  # OR-Tools is imported only when asked for
+    from solver.cpsat import solve_cpsat_phased  # OR-Tools is imported only when asked for
 
-    return solve_cpsat(problem, hint, objective=objective, time_limit_s=options.time_limit_s,
+    return solve_cpsat_phased(problem, hint, objective=objective, time_limit_s=options.time_limit_s,
                        workers=options.workers, fifo=options.fifo, on_progress=on_progress,
                        seed=options.seed)
