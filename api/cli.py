@@ -268,7 +268,7 @@ def _gap(value: float, bound: float) -> float:
 
 def _print_progress(point: tuple[float, float, float]) -> None:
     seconds, best, bound = point
-    gap = (best - bound) / best if best > 0 else 0.0
+    gap = max(0.0, _gap(best, bound))  # a bound within the scaling tolerance reads 0
     print(f"  {seconds:7.2f} s   best {best:.4f}   bound {bound:.4f}   gap {gap:.2%}",
           file=sys.stderr, flush=True)
 
