@@ -21,7 +21,8 @@ def lower_bound(problem: Problem) -> float:
     """The best lower bound ppsched can prove for `problem` (cost; makespan is >= cost)."""
     bound = problem.simple_lower_bound
     if problem.num_chunks == 1:
-        bound = max(bound, *(rank_span_bound(problem, r) for r in range(problem.num_ranks)))
+        bound = max(bound, *(rank_span_bound(problem, r) for r in range(problem.num_ranks)),
+                    *(memory_chain_bound(problem, r) for r in range(problem.num_ranks)))
     return bound
 
 
@@ -73,3 +74,73 @@ def rank_span_bound(problem: Problem, rank: int) -> float:
     fits = m if m_b <= 0 else int(limit / m_b + _EPS)
     idle = max(0.0, trip - min(fits, m - 1) * t_f)
     return max(busy, (m - 1) * t_f + cheapest + idle + trip + t_b + t_w)
+
+
+def _frees(k: int, m_b: float, m_w: float, limit: float) -> list[tuple[int, int]]:
+    """The least (#B, #W) pairs done before a rank's k-th F can start (1-based).
+
+    Just after the k-th F starts the rank holds `k m_b - nb (m_b - m_w) - nw m_w`, with
+    nw <= nb <= k - 1 (a W follows its B, a B its F). For each nb, the least nw; pairs
+    that need no B at all are left out (the F is then free of memory).
+    """
+    need = k * m_b - limit
+    if need <= _EPS:
+        return []
+    pairs = []
+    for num_b in range(1, k):
+        rest = need - num_b * (m_b - m_w)
+        if rest <= _EPS:
+            num_w = 0
+        elif m_w <= 0 or rest > num_b * m_w + _EPS:
+            continue
+        else:
+            num_w = math.ceil(rest / m_w - _EPS)
+        if num_w <= num_b:
+            pairs.append((num_b, num_w))
+    return pairs
+
+
+# How far back `_chain_start` looks for the F that starts a run of Bs (a longer look
+# rarely helps and costs time at m = 256).
+_CHAIN_LOOKBACK = 6
+
+
+def _chain_start(least: list[float], k: int, num_b: int, num_w: int, trip: float,
+                 t_f: float, t_b: float, t_w: float) -> float:
+    """The least start of the k-th F when `num_b` Bs and `num_w` Ws precede it (see
+    `memory_chain_bound`)."""
+    best = (k - 1) * t_f + num_b * t_b + num_w * t_w
+    for i in range(max(1, num_b - _CHAIN_LOOKBACK), num_b + 1):
+        tail = (num_b - i + 1) * t_b + max(0, num_w - i + 1) * t_w
+        best = max(best, least[i] + trip + tail, least[i] + (k - i) * t_f + tail)
+    return best
+
+
+def memory_chain_bound(problem: Problem, rank: int) -> float:
+    """A lower bound on the span of `rank` (one stage per rank) from the chain that the
+    memory limit puts between its forwards; it holds in any order.
+
+    Let T(k) be the least start of the rank's k-th F after its first op (T(1) = 0). The
+    k-th F needs nb Bs and nw Ws done first (`_frees`); they belong to nb (nw) distinct
+    microbatches among the first k - 1 Fs, so at least nb - i + 1 of those Bs (and
+    nw - i + 1 of the Ws) belong to Fs started at T(i) or later: they run one after
+    another, each a round trip after its F, so T(k) >= T(i) + RT + (nb - i + 1) t_b +
+    (nw - i + 1)+ t_w (`_chain_start`); the rank also ran k - i Fs from T(i). Each valid
+    (nb, nw) gives the max of these, and the least over them bounds T(k). The span is
+    then at least T(m) plus the round trip, B and W of the last F's microbatch. Where
+    memory never binds this is the round trip bound of `rank_span_bound`; below 1F1B's
+    memory it grows with every K = limit / m_b Fs.
+    """
+    s, m = rank, problem.num_microbatches
+    t_f, t_b, t_w = problem.t_f[s], problem.t_b[s], problem.t_w[s]
+    m_b, m_w, limit = problem.m_b[s], problem.m_w[s], problem.memory_limit[rank]
+    trip = round_trip(problem, s)
+    least = [0.0, 0.0]  # least[k]: T(k); index 0 unused
+    for k in range(2, m + 1):
+        pairs = _frees(k, m_b, m_w, limit) if math.isfinite(limit) and m_b > 0 else []
+        start = least[k - 1] + t_f
+        if pairs:
+            start = max(start, min(_chain_start(least, k, nb, nw, trip, t_f, t_b, t_w)
+                                   for nb, nw in pairs))
+        least.append(start)
+    return least[m] + trip + t_b + t_w

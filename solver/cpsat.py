@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from solver.bounds import lower_bound
+from solver.cpsat_tight import add_order_literals, applies, memory_precedences
 from solver.exact import (
     ExactResult,
     Orders,
@@ -27,10 +28,12 @@ from solver.exact import (
     first_start_ticks,
     infeasible_result,
     orders_from_starts,
-    seed,
+    scope_of,
 )
+from solver.exact import seed as seed_model
 from solver.ops import Op
 from solver.profile import Problem
+from solver.simulator import simulate
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ class Model:
 
 def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
                 upper_ticks: int, objective: str = "cost", fifo: bool = True,
-                bound_cut: bool = True) -> Model:
+                bound_cut: bool = True, tight: bool = False) -> Model:
     """The CP-SAT model of `problem` (single and multi-chunk alike: ranks are data).
 
     Args:
@@ -61,6 +64,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
             False frees the B and W orders (F stays in order: it fixes each rank's
             first op, see `first_start_ticks`).
         bound_cut: add the memory-aware lower bound as a cut on the objective.
+        tight: add the order literals, their exact memory rule and energy cuts
+            (`solver.cpsat_tight`; one chunk per rank), for limits below 1F1B's memory.
     """
     model = cp_model.CpModel()
     S, m = problem.num_stages, problem.num_microbatches
@@ -106,6 +111,10 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         for s in range(S):
             for j in range(m - 1):
                 model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])  # type: ignore[arg-type]
+    # Precedences the memory limit forces in FIFO order (valid cuts; see the function).
+    if fifo:
+        for before_op, f_op in memory_precedences(problem, scaled):
+            model.add(start[f_op] >= end[before_op])
     # The first op of each rank starts as early as list scheduling would start it.
     for r, stages in enumerate(problem.rank_to_stages):
         model.add(start[Op("F", min(stages), 0)] == first[r])
@@ -115,6 +124,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         limit = scaled.limit[r]
         if limit is None:
             continue
+        if tight and all(scaled.m_w[s] <= scaled.m_b[s] for s in stages):
+            continue  # the order literals' rule at each F is exact: peaks are at Fs
         times, changes = [], []
         for s in stages:
             for j in range(m):
@@ -133,6 +144,9 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     if bound_cut:
         floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
         model.add(goal >= math.floor(floor + 1e-6))
+    if tight:
+        add_order_literals(model, problem, scaled, start, goal, first, hint_ticks,
+                           objective, fifo)
     model.minimize(goal)
 
     # Hints.
@@ -143,18 +157,41 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    """Records (seconds, objective, bound) at each solution, in profile time units."""
+    """Records (seconds, objective, bound) at each solution, in profile time units.
 
-    def __init__(self, scaled: Scaled, began: float, on_progress: ProgressFn | None) -> None:
+    The objective is the solution's order re-timed by the simulator (the model's value
+    is in rounded ticks and may differ from what the schedule will show); the bound is
+    the model's, widened by the scaling tolerance.
+    """
+
+    def __init__(self, problem: Problem, built: Model, objective: str, began: float,
+                 on_progress: ProgressFn | None) -> None:
         super().__init__()
-        self.scaled, self.began, self.on_progress = scaled, began, on_progress
+        self.problem, self.built, self.objective = problem, built, objective
+        self.began, self.on_progress = began, on_progress
         self.trace: list[Progress] = []
+        self.best_value = math.inf
+        self.best_orders: Orders | None = None
         self.lock = threading.Lock()
 
     def on_solution_callback(self) -> None:
-        point = (time.perf_counter() - self.began,
-                 self.scaled.time_units(self.objective_value),
-                 self.scaled.time_units(self.best_objective_bound))
+        starts = {op: float(self.value(var)) for op, var in self.built.start.items()}
+        orders = orders_from_starts(self.problem, starts)
+        sim = simulate(self.problem, orders)
+        if not sim.ok or sim.metrics is None:
+            return  # cannot happen for a solution of an exact model; never report it
+        with self.lock:  # workers may report concurrently; keep the trace monotone
+            best = sim.metrics.objective(self.objective)
+            if best < self.best_value:
+                # The model ranks solutions by rounded ticks; the simulator may rank two
+                # of them the other way, so the best re-timed one is kept here.
+                self.best_value, self.best_orders = best, orders
+            if self.trace:
+                best = min(best, self.trace[-1][1])
+            point = (time.perf_counter() - self.began, best,
+                     self.built.scaled.bound_in_time_units(self.best_objective_bound))
+            if self.trace and point[1:] == self.trace[-1][1:]:
+                return  # a solution no better by the simulator: nothing new to show
         with self.lock:
             self.trace.append(point)
         if self.on_progress is not None:
@@ -163,7 +200,9 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
                 time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
-                on_progress: ProgressFn | None = None) -> ExactResult:
+                on_progress: ProgressFn | None = None, tight: bool | None = None,
+                seed: int | None = None, deterministic_s: float | None = None,
+                ) -> ExactResult:
     """Refine `hint` with CP-SAT within the time limit; never worse than the hint.
 
     Args:
@@ -173,31 +212,44 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
         time_limit_s: wall-clock limit of the search.
         workers: CP-SAT search workers (threads).
         fifo: restrict to microbatch order per op kind (the paper's formulation).
-        on_progress: called with (seconds, objective, bound) at each new solution.
+        on_progress: called with (seconds, objective, bound) when either improves.
+        tight: add the order literals of `solver.cpsat_tight`; None (default) adds them
+            where they apply (`solver.cpsat_tight.applies`: memory below 1F1B's).
+        seed: CP-SAT's random seed, for reproducible runs (with one worker).
+        deterministic_s: stop after this much of CP-SAT's deterministic time instead of
+            `time_limit_s` of wall time (with one worker and a seed, a run then repeats
+            exactly on any load; benchmarks use it).
     """
     began = time.perf_counter()
     infeasible = infeasible_result(problem, "cpsat", began)
     if infeasible is not None:
         return infeasible
-    scaled, hint, hint_ticks, upper = seed(problem, hint, objective)
-    built = build_model(problem, scaled, hint_ticks, upper, objective, fifo)
+    scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
+    if tight is None:
+        tight = applies(problem)
+    built = build_model(problem, scaled, hint_ticks, upper, objective, fifo, tight=tight)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter()
                                                                        - began))
     solver.parameters.num_workers = workers
+    if seed is not None:
+        solver.parameters.random_seed = seed
+    if deterministic_s is not None:
+        solver.parameters.max_deterministic_time = deterministic_s
+        solver.parameters.max_time_in_seconds = 100 * deterministic_s + 60  # a safety net
     # Measured (benchmarks/cpsat_formulations.py): expanding each reservoir into ordering
     # literals costs seconds of presolve probing per rank and found no solution in 10 s;
     # the propagator on start times with the heuristic's hint and the lower-bound cut
     # proves the FIFO optimum of the paper's configurations in well under a second.
     solver.parameters.expand_reservoir_constraints = False
-    callback = _Progress(scaled, began, on_progress)
+    callback = _Progress(problem, built, objective, began, on_progress)
     status = solver.solve(built.model, callback)
     log.info("cp-sat %s in %.2f s: objective %s bound %s", solver.status_name(status),
              solver.wall_time, solver.objective_value, solver.best_objective_bound)
     candidate = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         starts = {op: float(solver.value(var)) for op, var in built.start.items()}
-        candidate = orders_from_starts(problem, starts)
+        candidate = callback.best_orders or orders_from_starts(problem, starts)
         bound_ticks = solver.best_objective_bound
     else:
         bound_ticks = 0.0
@@ -205,4 +257,47 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
     return finish(problem, "cpsat", objective, hint, candidate,
                   scaled.bound_in_time_units(bound_ticks),
                   proven=status == cp_model.OPTIMAL and scaled.exact,
-                  began=began, progress=callback.trace)
+                  began=began, progress=callback.trace, tolerance=scaled.time_tolerance,
+                  scope=scope_of(fifo, objective))
+
+
+def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost",
+                       time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                       on_progress: ProgressFn | None = None, seed: int | None = None,
+                       deterministic_s: float | None = None) -> ExactResult:
+    """Where memory binds below 1F1B's (`applies`): the plain model first, for half the
+    time, then the order-literal model from its best, for the rest.
+
+    Measured on gpt1.5b-p8-m24 at limit 6: the plain model finds good orders fast but its
+    bound stays at the general one; the order-literal model raises the bound but searches
+    worse from the heuristic's order. Both bound the same scope, so the better bound is
+    kept; the result is never worse than the hint. Elsewhere, `solve_cpsat` alone.
+    """
+    if not applies(problem) or time_limit_s < 2:
+        return solve_cpsat(problem, hint, objective=objective, time_limit_s=time_limit_s,
+                           workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
+                           deterministic_s=deterministic_s)
+    began = time.perf_counter()
+    half = None if deterministic_s is None else deterministic_s / 2
+    first = solve_cpsat(problem, hint, objective=objective, time_limit_s=time_limit_s / 2,
+                        workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
+                        tight=False, deterministic_s=half)
+    if first.orders is None or first.status == "optimal":
+        return first
+    offset = time.perf_counter() - began
+
+    def shifted(point: Progress) -> None:
+        if on_progress is not None:
+            on_progress((point[0] + offset, point[1], max(point[2], first.bound)))
+
+    second = solve_cpsat(problem, first.orders, objective=objective,
+                         time_limit_s=max(0.5, time_limit_s - offset), workers=workers,
+                         fifo=fifo, on_progress=shifted, seed=seed, tight=True,
+                         deterministic_s=half)
+    progress = [*first.progress, *((t + offset, best, max(bound, first.bound))
+                                   for t, best, bound in second.progress)]
+    return finish(problem, "cpsat", objective, seed_model(problem, hint, objective)[1],
+                  second.orders, max(first.bound, second.bound),
+                  proven=second.status == "optimal", began=began, progress=progress,
+                  tolerance=seed_model(problem, hint, objective)[0].time_tolerance,
+                  scope=scope_of(fifo, objective))

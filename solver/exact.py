@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from solver.bounds import lower_bound
+from solver.errors import SolverError
 from solver.ops import Op
 from solver.profile import Problem
 from solver.schedule import Status
@@ -121,9 +122,9 @@ def scale(problem: Problem) -> Scaled:
         w=tuple(max(1, round(x * time_scale)) for x in problem.t_w),
         comm=comm, memory_scale=memory_scale,
         m_b=tuple(int(rounding_up(x * memory_scale)) for x in problem.m_b),
-        # m_w frees memory at W but holds it from B: rounded up, it only over-counts.
-        m_w=tuple(min(int(rounding_up(x * memory_scale)), int(rounding_up(y * memory_scale)))
-                  for x, y in zip(problem.m_w, problem.m_b, strict=True)),
+        # m_w is held from B to W: rounded up, it only over-counts. It may exceed m_b
+        # (DESIGN.md section 6.1), so it is not capped by it.
+        m_w=tuple(int(rounding_up(x * memory_scale)) for x in problem.m_w),
         limit=tuple(None if not math.isfinite(x) else int(
             round(x * memory_scale) if exact_memory else math.floor(x * memory_scale))
             for x in problem.memory_limit),
@@ -218,6 +219,9 @@ class ExactResult:
             admits a schedule.
         progress: (seconds, best objective, bound) each time either improved.
         backend: ``cpsat`` or ``milp``.
+        scope: the schedules `bound` (and an ``optimal`` status) hold over, in words
+            (see `scope_of`): the exact models search a restricted family, so their
+            bound is not the profile's `metrics.lower_bound` (DESIGN.md section 3).
     """
 
     status: Status
@@ -228,12 +232,43 @@ class ExactResult:
     backend: str
     min_feasible_limit: tuple[float, ...] | None = None
     progress: list[Progress] = field(default_factory=list)
+    scope: str = ""
 
     @property
     def gap(self) -> float:
         if self.objective is None or self.objective <= 0:
             return 0.0
         return max(0.0, (self.objective - self.bound) / self.objective)
+
+
+# The scopes a bound may hold over (`ExactResult.scope`, the schedule's `solver.bound_scope`).
+SCOPE_ALL = "all schedules"
+SCOPE_FIFO = "FIFO orders (F, B and W each in microbatch order per stage)"
+SCOPE_F_ORDER = "forwards in microbatch order per stage"
+
+
+def scope_of(fifo: bool, objective: str) -> str:
+    """The scope of an exact model's bound: its order family and objective."""
+    return f"{SCOPE_FIFO if fifo else SCOPE_F_ORDER}, objective {objective}"
+
+
+def checked_bound(bound: float, best: float, tolerance: float) -> float:
+    """`bound` clamped to `best` when it exceeds it by no more than the scaling tolerance.
+
+    A bound above a schedule's re-timed objective by more than the tolerance the time
+    scaling states (plus float noise) is wrong, not rounding: hiding it by the clamp
+    would print a false proof of optimality.
+
+    Raises:
+        SolverError: the bound exceeds `best` beyond the tolerance.
+    """
+    if bound <= best:
+        return bound
+    if bound <= best * (1 + tolerance) + 1e-9 * max(1.0, abs(best)):
+        return best
+    raise SolverError(f"the solver's bound {bound:.6g} exceeds the re-timed objective "
+                      f"{best:.6g} of a valid schedule by {(bound - best) / best:.3%}, beyond "
+                      f"the time-scaling tolerance {tolerance:.3g}: a model or scaling bug")
 
 
 def infeasible_result(problem: Problem, backend: str, began: float) -> ExactResult | None:
@@ -247,13 +282,19 @@ def infeasible_result(problem: Problem, backend: str, began: float) -> ExactResu
 
 def finish(problem: Problem, backend: str, objective: str, hint: Orders,
            candidate: Orders | None, solver_bound: float, proven: bool, began: float,
-           progress: list[Progress]) -> ExactResult:
+           progress: list[Progress], *, tolerance: float = 0.0,
+           scope: str = "") -> ExactResult:
     """Re-time the backend's answer, keep the hint unless beaten, and set the status.
 
     Args:
         candidate: the backend's best orders, or None if it found none.
-        solver_bound: the backend's proven bound, in profile time units.
-        proven: the backend proved its answer optimal.
+        solver_bound: the backend's proven bound over `scope`, in profile time units.
+        proven: the backend proved its answer optimal (over `scope`).
+        tolerance: the relative error the time scaling may add (`Scaled.time_tolerance`).
+        scope: the family of schedules the backend searched (`scope_of`).
+
+    Raises:
+        SolverError: the bound exceeds the best re-timed objective beyond `tolerance`.
     """
     hint_sim = simulate(problem, hint)
     assert hint_sim.ok and hint_sim.metrics is not None, "the hint must be valid"
@@ -265,12 +306,34 @@ def finish(problem: Problem, backend: str, objective: str, hint: Orders,
                 sim.metrics.objective(objective) < best - 1e-9:
             best_orders, best = candidate, sim.metrics.objective(objective)
             improved = True
-    bound = max(lower_bound(problem), solver_bound)
-    bound = min(bound, best)  # scaling: a bound a hair above the re-timed best is the best
+    # The general bound holds over every schedule (cost, hence makespan too): when it
+    # meets the best, the best is optimal over all schedules, whatever the model's scope.
+    general = checked_bound(lower_bound(problem), best, tolerance)
+    bound = max(general, checked_bound(solver_bound, best, tolerance))
     status: Status
-    if proven or best - bound <= 1e-9 * max(1.0, best):
+    if best - general <= 1e-9 * max(1.0, best):
+        status, scope = "optimal", SCOPE_ALL
+    elif proven or best - bound <= 1e-9 * max(1.0, best):
         status = "optimal"
     else:
         status = "feasible" if improved else "heuristic"
     return ExactResult(status, best_orders, best, bound, time.perf_counter() - began,
-                       backend, progress=progress)
+                       backend, progress=progress, scope=scope)
+
+
+def proven_by_bound(problem: Problem, hint: Orders, objective: str, backend: str,
+                    began: float) -> ExactResult | None:
+    """The ``optimal`` result at once when the general bound already meets the hint.
+
+    Then no model can improve it, and running one to its time limit only wastes time
+    (issue 11: 64.8 s at p=32, m=256, 1p, where the bound equals the heuristic's cost).
+    """
+    sim = simulate(problem, hint)
+    assert sim.ok and sim.metrics is not None, "the hint must be valid"
+    best = sim.metrics.objective(objective)
+    general = checked_bound(lower_bound(problem), best, 0.0)
+    if best - general > 1e-9 * max(1.0, best):
+        return None
+    return ExactResult("optimal", hint, best, general, time.perf_counter() - began, backend,
+                       progress=[(time.perf_counter() - began, best, general)],
+                       scope=SCOPE_ALL)

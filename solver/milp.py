@@ -36,10 +36,12 @@ from solver.exact import (
     first_start_ticks,
     infeasible_result,
     orders_from_starts,
+    scope_of,
     seed,
 )
 from solver.ops import Op
 from solver.profile import Problem
+from solver.simulator import simulate
 
 log = logging.getLogger(__name__)
 
@@ -150,9 +152,10 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         model += end[b] >= end[a] + d(b) - big_ab * (1 - var), f"ord_{_name(a)}_{_name(b)}"
         model += end[a] >= end[b] + d(a) - big_ba * var, f"ord_{_name(b)}_{_name(a)}"
 
-    # Memory: only an F raises what a rank holds. Just after F i starts, the rank holds
-    # m_b(i) plus the change of every op that ran before it: +m_b for F, m_w - m_b for
-    # B, -m_w for W (ops on a rank never overlap, so "ran before" is the order).
+    # Memory: an F raises what a rank holds, and so does a B whose m_w exceeds its m_b
+    # (DESIGN.md section 6.1). Just after such an op, the rank holds its own change plus
+    # the change of every op that ran before it: +m_b for F, m_w - m_b for B, -m_w for W
+    # (ops on a rank never overlap, so "ran before" is the order).
     change = {"F": scaled.m_b, "B": tuple(w - b for w, b in zip(scaled.m_w, scaled.m_b,
                                                                 strict=True)),
               "W": tuple(-w for w in scaled.m_w)}
@@ -161,11 +164,11 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         if limit is None:
             continue
         for op in members:
-            if op.kind != "F":
+            if change[op.kind][op.stage] <= 0:
                 continue
             held = pulp.lpSum(change[other.kind][other.stage] * before(other, op)
                               for other in members if other != op)
-            model += scaled.m_b[op.stage] + held <= limit, f"mem_{_name(op)}"
+            model += change[op.kind][op.stage] + held <= limit, f"mem_{_name(op)}"
 
     # Objective: the largest span (end minus the rank's first start) or the last end.
     # Only ops that no op of their rank must follow can end a rank.
@@ -339,6 +342,9 @@ def solve_milp(problem: Problem, hint: Orders, *, objective: str = "cost",
                            f"most {MAX_OPS} ops (p*v*m*3) and this one has {num_ops}")
     scaled, hint, hint_ticks, upper = seed(problem, hint, objective)
     model, end = build_milp(problem, scaled, hint_ticks, upper, objective, fifo)
+    hint_sim = simulate(problem, hint)
+    assert hint_sim.metrics is not None, "the hint must be valid"
+    seed_value = hint_sim.metrics.objective(objective)
     limit_s = max(0.05, time_limit_s - (time.perf_counter() - began))
     fd, log_path = tempfile.mkstemp(prefix="ppsched_cbc_", suffix=".log")
     os.close(fd)
@@ -371,12 +377,17 @@ def solve_milp(problem: Problem, hint: Orders, *, objective: str = "cost",
         candidate = orders_from_starts(problem, starts)
         value = float(pulp.value(model.objective))
         bound_ticks = value if optimal else max(0.0, min(reported or 0.0, value))
-        point = (time.perf_counter() - began, scaled.time_units(value),
-                 scaled.bound_in_time_units(bound_ticks))
+        # The progress line shows the order re-timed by the simulator, never the model's
+        # rounded ticks (at worst the hint's, which the result never falls behind).
+        retimed = simulate(problem, candidate)
+        shown = seed_value if retimed.metrics is None else min(
+            seed_value, retimed.metrics.objective(objective))
+        point = (time.perf_counter() - began, shown, scaled.bound_in_time_units(bound_ticks))
         progress.append(point)
         if on_progress is not None:
             on_progress(point)
     # The model's optimum is the problem's only when the scaling is exact.
     return finish(problem, "milp", objective, hint, candidate,
                   scaled.bound_in_time_units(bound_ticks),
-                  proven=optimal and scaled.exact, began=began, progress=progress)
+                  proven=optimal and scaled.exact, began=began, progress=progress,
+                  tolerance=scaled.time_tolerance, scope=scope_of(fifo, objective))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from solver.chunking import with_chunks
 from solver.emit import schedule_from_simulation
 from solver.errors import ProfileError, ScheduleInvalid
-from solver.exact import ExactResult, ProgressFn
+from solver.exact import SCOPE_ALL, ExactResult, ProgressFn, proven_by_bound
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
@@ -27,6 +27,9 @@ HEURISTIC = "heuristic"
 ILP = "ilp"
 OBJECTIVES = ("cost", "makespan")
 BACKENDS = ("cpsat", "milp")
+# Above this many ops the whole CP-SAT model gains nothing in a minute (issue 11: p=32,
+# m=256 at 0.75p), so `ilp` runs the window search of `solver.lns` instead.
+LNS_MIN_OPS = 12_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +47,12 @@ class ExactOptions:
     order of B and W."""
     milp_solver: str | None = None
     """A PuLP solver name for the MILP backend (default: the bundled CBC)."""
+    lns: bool | None = None
+    """CP-SAT re-solving one window of the order at a time (`solver.lns`) instead of the
+    whole model; None: where the whole model is too large to gain anything in seconds
+    (more than `LNS_MIN_OPS` ops)."""
+    seed: int | None = None
+    """CP-SAT's random seed (with ``workers=1``, runs repeat exactly up to wall time)."""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -113,6 +122,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
             take the best heuristic result over them (``ilp`` then refines it); a named
             schedule runs on the first allowed layout it supports. The schedule echoes
             the profile it was solved for: the re-cut one when another layout won.
+            None given: `default_layouts` (the V cut joins where memory binds).
 
     Raises:
         ProfileError: unknown method or objective, a shape the method does not support,
@@ -123,7 +133,15 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
         raise ProfileError("objective", objective, " or ".join(OBJECTIVES))
     method = resolve_method(method)  # our names, and torch's (solver/method_names.py)
     began = time.perf_counter()
-    candidates = _layout_profiles(profile, layouts)
+    if layouts:
+        candidates = _layout_profiles(profile, layouts)
+    else:
+        candidates = [profile]
+        for layout in default_layouts(profile, method)[1:]:
+            try:
+                candidates.append(with_chunks(profile, *layout))
+            except ProfileError:
+                pass  # a shape the placement does not take: the default only offers it
     refined: ExactResult | None = None
     if method in (HEURISTIC, ILP):
         best = None
@@ -152,17 +170,29 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
                            f"method that fits the limit, such as '{HEURISTIC}'")
     if sim.violations:
         raise ScheduleInvalid(sim.violations, order=sim.order)
+    # metrics.lower_bound is the simulator's: it holds over every schedule (DESIGN.md
+    # section 3). An exact model's bound holds over its order family only, so it goes in
+    # `solver` with its scope named, never into the metrics.
     schedule = schedule_from_simulation(
         profile, sim, name, status=refined.status if refined else "heuristic",
-        objective=objective, bound=refined.bound if refined else None)
+        objective=objective)
     assert schedule.solver is not None
+    schedule.solver.bound_scope = SCOPE_ALL  # type: ignore[attr-defined]
     # The whole solve: search, exact refinement, the final simulation and the wrapping.
     schedule.solver.wall_s = time.perf_counter() - began
     if refined is not None:
         # Extra fields (DESIGN.md section 4 allows them): how the search went.
-        schedule.solver.backend = refined.backend
-        schedule.solver.fifo = (exact or ExactOptions()).fifo
-        schedule.solver.progress = [list(p) for p in refined.progress]
+        info = schedule.solver
+        value = info.objective
+        info.bound = max(info.bound, min(refined.bound, value))  # finish() checked it
+        info.gap = (value - info.bound) / value if value > 0 else 0.0
+        general = schedule.metrics.lower_bound if schedule.metrics else 0.0
+        info.bound_scope = (SCOPE_ALL if info.bound <= general  # type: ignore[attr-defined]
+                            else refined.scope)
+        info.backend = refined.backend
+        # The window search keeps no order family: the FIFO flag says nothing there.
+        info.fifo = (exact or ExactOptions()).fifo if refined.backend != "lns" else None
+        info.progress = [list(p) for p in refined.progress]
     return schedule
 
 
@@ -191,6 +221,30 @@ def heuristic_orders(problem: Problem, objective: str = "cost",
     return orders, name, value
 
 
+# The layouts the heuristic tries by default where memory binds below 1F1B's need.
+TIGHT_LAYOUTS: tuple[Layout, ...] = ((1, None), (2, "v"))
+
+
+def below_one_f_one_b(problem: Problem) -> bool:
+    """Whether some rank's limit is below what 1F1B holds there (one chunk per rank:
+    rank r keeps min(m, p - r) forwards in flight)."""
+    if problem.num_chunks != 1:
+        return False
+    p, m = problem.num_ranks, problem.num_microbatches
+    return any(limit < min(m, p - r) * problem.m_b[r] - 1e-9
+               for r, limit in enumerate(problem.memory_limit))
+
+
+def default_layouts(profile: Profile, method: str) -> tuple[Layout, ...]:
+    """The layouts `solve` considers when the caller names none: the profile's own, and
+    for ``heuristic`` and ``ilp`` below 1F1B's memory also the V cut (issue 11: at 0.75p
+    the V layout halves what one stage holds and beats the best single-chunk schedule;
+    one V search costs about one single-chunk search, so the default stays fast)."""
+    if method in (HEURISTIC, ILP) and below_one_f_one_b(profile.problem):
+        return TIGHT_LAYOUTS
+    return ()
+
+
 def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Profile]:
     """The profile re-cut for each allowed layout (the profile alone if none are given)."""
     if not layouts:
@@ -206,15 +260,32 @@ def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Prof
 
 def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
            on_progress: ProgressFn | None = None) -> ExactResult:
-    """Run the chosen exact backend from `hint`; the result is never worse than it."""
+    """Run the chosen exact backend from `hint`; the result is never worse than it.
+
+    When the general lower bound already meets the hint's objective the hint is optimal
+    over all schedules, and no backend runs.
+    """
     problem = profile.problem
+    proven = proven_by_bound(problem, hint, objective, options.backend, time.perf_counter())
+    if proven is not None:
+        if on_progress is not None:
+            on_progress(proven.progress[-1])
+        return proven
     if options.backend == "milp":
         from solver.milp import solve_milp  # PuLP is imported only when asked for
 
         return solve_milp(problem, hint, objective=objective,
                           time_limit_s=options.time_limit_s, fifo=options.fifo,
                           solver_name=options.milp_solver, on_progress=on_progress)
-    from solver.cpsat import solve_cpsat  # OR-Tools is imported only when asked for
+    num_ops = 3 * problem.num_stages * problem.num_microbatches
+    if options.lns or (options.lns is None and num_ops > LNS_MIN_OPS):
+        from solver.lns import solve_lns
 
-    return solve_cpsat(problem, hint, objective=objective, time_limit_s=options.time_limit_s,
-                       workers=options.workers, fifo=options.fifo, on_progress=on_progress)
+        return solve_lns(problem, hint, objective=objective,
+                         time_limit_s=options.time_limit_s, workers=options.workers,
+                         seed=options.seed or 0, on_progress=on_progress)
+    from solver.cpsat import solve_cpsat_phased  # OR-Tools is imported only when asked for
+
+    return solve_cpsat_phased(problem, hint, objective=objective, time_limit_s=options.time_limit_s,
+                       workers=options.workers, fifo=options.fifo, on_progress=on_progress,
+                       seed=options.seed)

@@ -1,0 +1,174 @@
+"""Bubble rate against the memory limit (the Zero Bubble paper's Figure 9 setting).
+
+Run: ``python -m benchmarks.bubble_memory [--quick]``. For each profile and each memory
+limit from 0.25p to 2p (multiples of the profile's 1p limit, ``p * m_b``) it records:
+
+- the single-chunk heuristic (``--layouts 1``);
+- the best heuristic over the layouts 1 and V (``--layouts 1,v``);
+- ``--method ilp`` as the product runs it by default (from the best heuristic of the
+  layouts `solve` considers: the V cut joins below 1F1B's memory), with CP-SAT on one
+  worker, seed 0, and a limit in CP-SAT's *deterministic* time (10, and 60 on the first
+  profile only), so that every figure repeats exactly whatever the machine's load; above
+  `solver.solve.LNS_MIN_OPS` ops the window search runs a fixed number of windows, each
+  limited by deterministic time;
+- the general lower bound (over every schedule, one chunk).
+
+Writes ``benchmarks/results/bubble_memory.{md,csv,png}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import time
+from pathlib import Path
+
+from benchmarks.bubble_table import with_limit_multiple
+from solver.bounds import lower_bound
+from solver.chunking import with_chunks
+from solver.cpsat import solve_cpsat_phased
+from solver.exact import ExactResult
+from solver.lns import WINDOW_SECONDS, solve_lns
+from solver.profile import Profile, load_profile
+from solver.solve import LNS_MIN_OPS, default_layouts, heuristic_orders, layout_name
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PROFILES = ("gpt1.5b-p8-m24", "gpt14.6b-p16-m48", "gpt28.3b-p32-m96")
+MULTIPLES = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+DERIVED = ("gpt6.2b", "gpt14.6b")
+
+
+def best_heuristic(profile: Profile, layouts: tuple) -> tuple[Profile, list, float, str]:
+    """The best heuristic schedule over `layouts`: (profile, orders, cost, layout name)."""
+    best = None
+    for layout in layouts:
+        try:
+            cut = with_chunks(profile, *layout)
+        except ValueError:
+            continue
+        orders, _, value = heuristic_orders(cut.problem)
+        if best is None or value < best[2] - 1e-9:
+            best = (cut, orders, value, layout_name(layout))
+    assert best is not None
+    return best
+
+
+def refine(profile: Profile, orders: list, budget: float) -> ExactResult:
+    problem = profile.problem
+    if 3 * problem.num_stages * problem.num_microbatches > LNS_MIN_OPS:
+        return solve_lns(problem, orders, workers=1, seed=0,
+                         max_windows=max(1, round(budget / WINDOW_SECONDS)))
+    return solve_cpsat_phased(problem, orders, time_limit_s=100 * budget + 60, workers=1,
+                              seed=0, deterministic_s=budget)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="first profile, ILP 10 only")
+    args = parser.parse_args()
+    profiles = PROFILES[:1] if args.quick else PROFILES
+    load_before = os.getloadavg()[0]
+    began = time.perf_counter()
+    rows = []
+    for index, name in enumerate(profiles):
+        base = load_profile(ROOT / "profiles" / f"{name}.json")
+        budgets = (10.0, 60.0) if index == 0 and not args.quick else (10.0,)
+        for multiple in MULTIPLES:
+            profile = with_limit_multiple(base, multiple)
+            problem = profile.problem
+            busy = problem.simple_lower_bound
+            row: dict[str, object] = {"config": name, "memory": f"{multiple:g}p",
+                                      "limit": profile.memory_limit}
+            _, _, single, _ = best_heuristic(profile, ((1, None),))
+            _, _, best_cost, best_layout = best_heuristic(profile, ((1, None), (2, "v")))
+            row.update({"heuristic": round(single, 1),
+                        "heuristic bubble": round((single - busy) / single, 4),
+                        "layouts 1,v": round(best_cost, 1), "layout": best_layout,
+                        "layouts bubble": round((best_cost - busy) / best_cost, 4)})
+            cut, orders, _, chosen = best_heuristic(
+                profile, default_layouts(profile, "ilp") or ((1, None),))
+            for budget in (10.0, 60.0):
+                key = f"ilp {budget:g}"
+                if budget not in budgets:
+                    row.update({key: "", f"{key} bubble": "", f"{key} status": ""})
+                    continue
+                result = refine(cut, orders, budget)
+                assert result.objective is not None
+                row.update({key: round(result.objective, 1),
+                            f"{key} bubble": round((result.objective - busy) / result.objective,
+                                                   4),
+                            f"{key} status": f"{result.status} ({chosen}, {result.backend})"})
+                print(name, multiple, key, row[key], row[f"{key} status"], flush=True)
+            row["lower bound"] = round(lower_bound(problem), 1)
+            row["bound bubble"] = round((row["lower bound"] - busy) / row["lower bound"], 4)  # type: ignore[operator]
+            rows.append(row)
+    wall = time.perf_counter() - began
+    load_after = os.getloadavg()[0]
+    write(rows, profiles, wall, load_before, load_after, args.quick)
+
+
+def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
+          load_before: float, load_after: float, quick: bool) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = "bubble_memory_quick" if quick else "bubble_memory"
+    columns = list(rows[0])
+    with (RESULTS / f"{stem}.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    derived = [p for p in profiles if p.startswith(DERIVED)]
+    lines = [
+        f"Bubble rate against the memory limit (the paper's Figure 9 setting); machine: "
+        f"{platform.machine()}, load average {load_before:.2f} before and {load_after:.2f} "
+        f"after, {wall:.0f} s in all. Command: `python -m benchmarks.bubble_memory`.",
+        "",
+        "Memory is a multiple of the profile's 1p limit (p * m_b). `heuristic`: one stage "
+        "per rank; `layouts 1,v`: the best of one chunk and the V cut; `ilp 10` / `ilp 60`: "
+        "`--method ilp` from the best heuristic of the layouts the default solve considers "
+        "(the V cut joins below 1F1B's memory), CP-SAT on one worker, seed 0, limited by "
+        "10 / 60 s of CP-SAT's deterministic time (not wall time: the figures repeat on any "
+        "load); above 12,000 ops the window search (lns) runs 5 / 30 windows. ILP 60 only "
+        "for the first profile (CPU shared with seven engineers). Bubble rate is "
+        "(cost - busiest rank's op time) / cost; `lower bound` holds over every "
+        "schedule (one chunk).",
+    ]
+    if derived:
+        lines += ["", f"The {', '.join(derived)} profiles are derived from the paper's "
+                  "configurations, not measured."]
+    lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
+    (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    plot(rows, profiles, RESULTS / f"{stem}.png")
+
+
+def plot(rows: list[dict[str, object]], profiles: tuple[str, ...], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(profiles), figsize=(5 * len(profiles), 4), squeeze=False)
+    series = (("heuristic bubble", "heuristic, 1 chunk"), ("layouts bubble", "heuristic, 1 or V"),
+              ("ilp 10 bubble", "ilp, 10 det. s"), ("ilp 60 bubble", "ilp, 60 det. s"),
+              ("bound bubble", "lower bound (1 chunk)"))
+    for ax, name in zip(axes[0], profiles, strict=True):
+        mine = [r for r in rows if r["config"] == name]
+        x = [float(str(r["memory"]).rstrip("p")) for r in mine]
+        for key, label in series:
+            points = [(a, r[key]) for a, r in zip(x, mine, strict=True) if r[key] != ""]
+            if points:
+                ax.plot([a for a, _ in points], [b for _, b in points], marker="o", label=label)
+        ax.set_title(name)
+        ax.set_xlabel("memory limit (multiples of p * m_b)")
+        ax.set_ylabel("bubble rate")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Honest bounds (DESIGN.md section 3, issue 11): the printed lower bound holds over every
+schedule, an exact model's bound is named with its scope, a bound above a cost fails
+loudly, and all of it stays true when W holds more than F (`m_w > m_b`, section 6.1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+
+import pytest
+from ortools.sat.python import cp_model
+
+from solver.bounds import lower_bound
+from solver.cpsat import solve_cpsat
+from solver.errors import SolverError
+from solver.exact import SCOPE_ALL, SCOPE_FIFO, checked_bound
+from solver.milp import solve_milp
+from solver.ops import Op
+from solver.profile import Problem, parse_profile
+from solver.solve import ExactOptions, solve
+from tests.solver.test_brute_force import _brute_force
+
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def _load(name: str, **override: object) -> dict:
+    return {**json.loads((PROFILES / f"{name}.json").read_text()), **override}
+
+
+def _heavy_w(seed: int) -> Problem:
+    """A tiny problem whose W holds more than its F kept (m_w > m_b), with a limit that
+    binds. Built on the resolved problem: profile validation is another part's."""
+    rng = random.Random(seed)
+    p, m = rng.choice([(2, 2), (2, 2), (3, 2)])
+    base = parse_profile({
+        "num_ranks": p, "num_microbatches": m,
+        "t_f": [rng.randint(1, 3) for _ in range(p)],
+        "t_b": [rng.randint(1, 3) for _ in range(p)],
+        "t_w": [rng.randint(0, 3) for _ in range(p)],
+        "t_comm": rng.choice([0.0, 1.0, 3.0]), "m_b": 1.0, "m_w": 1.0}).problem
+    m_w = tuple(rng.choice([1.5, 2.0]) for _ in range(p))
+    # Each rank holds m_w during a B; the limit lets one more F in, or not.
+    limit = tuple(x + rng.choice([0.0, 1.0]) for x in m_w)
+    return dataclasses.replace(base, m_w=m_w, memory_limit=limit)
+
+
+def _one_by_one(problem: Problem) -> list[list[Op]]:
+    """Microbatch after microbatch on every rank: valid under any limit >= max(m_b, m_w)
+    (a hint that does not depend on the heuristic's handling of m_w > m_b)."""
+    return [[Op(kind, r, j) for j in range(problem.num_microbatches) for kind in "FBW"]
+            for r in range(problem.num_ranks)]
+
+
+def _fifo(orders: tuple[tuple[Op, ...], ...]) -> bool:
+    for ops in orders:
+        for kind in "FBW":
+            seen = [op.microbatch for op in ops if op.kind == kind]
+            if seen != sorted(seen):
+                return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_heavy_w_bounds_and_exact_models_against_brute_force(seed: int) -> None:
+    problem = _heavy_w(seed)
+    best = _brute_force(problem)
+    assert best.num_valid > 0
+    # The general bound holds over every schedule.
+    assert lower_bound(problem) <= best.cost + 1e-9
+    # Both exact models find the FIFO optimum, and their bounds never pass it.
+    from solver.simulator import simulate
+
+    fifo_best = min(simulate(problem, [list(ops) for ops in combo]).metrics.cost  # type: ignore[union-attr]
+                    for combo in best.orders if _fifo(combo))
+    hint = _one_by_one(problem)
+    for result in (solve_cpsat(problem, hint, time_limit_s=20, workers=1),
+                   solve_milp(problem, hint, time_limit_s=20)):
+        assert result.orders is not None and result.objective is not None
+        sim = simulate(problem, result.orders)
+        assert sim.ok, sim.violations  # the model kept the B peak within the limit
+        assert result.objective == pytest.approx(fifo_best, abs=1e-9)
+        assert result.bound <= fifo_best + 1e-9
+        assert result.objective >= best.cost - 1e-9
+
+
+def test_heavy_w_memory_rule_binds_at_b() -> None:
+    # One rank pair, m_w = 2 m_b and a limit of m_w: a second F may never be held while a
+    # B holds its m_w, so the only valid orders run microbatch after microbatch.
+    base = parse_profile({"num_ranks": 2, "num_microbatches": 2, "t_f": 1.0, "t_b": 1.0,
+                          "t_w": 1.0, "m_b": 1.0, "m_w": 1.0}).problem
+    problem = dataclasses.replace(base, m_w=(2.0, 2.0), memory_limit=(2.0, 2.0))
+    best = _brute_force(problem)
+    for result in (solve_cpsat(problem, _one_by_one(problem), workers=1),
+                   solve_milp(problem, _one_by_one(problem))):
+        assert result.objective == pytest.approx(best.cost)
+        assert result.bound <= best.cost + 1e-9
+
+
+def test_checked_bound_clamps_only_within_the_tolerance() -> None:
+    assert checked_bound(99.0, 100.0, 1e-4) == 99.0
+    assert checked_bound(100.005, 100.0, 1e-4) == 100.0
+    with pytest.raises(SolverError, match="beyond the time-scaling tolerance"):
+        checked_bound(100.5, 100.0, 1e-4)
+
+
+def test_inflated_cpsat_bound_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gpt1.5b at 2p memory: CP-SAT proves the FIFO optimum, so its bound equals the cost.
+    # Inflated by 5%, it would print "(optimal) gap 0.00%" if the clamp hid it.
+    profile = parse_profile(_load("gpt1.5b-p8-m24", memory_limit=16))
+    real = cp_model.CpSolver.best_objective_bound
+
+    def inflated(self: cp_model.CpSolver) -> float:
+        return real.fget(self) * 1.05  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(cp_model.CpSolver, "best_objective_bound", property(inflated))
+    with pytest.raises(SolverError, match="exceeds the re-timed objective"):
+        solve(profile, "ilp", exact=ExactOptions(time_limit_s=20, workers=1))
+
+
+def test_ilp_stops_at_once_when_the_bound_meets_the_heuristic() -> None:
+    # At 1p memory the general bound proves the heuristic optimal: no model runs, so a
+    # long time limit is not spent (issue 11: 64.8 s at p=32, m=256).
+    profile = parse_profile(_load("gpt1.5b-p8-m24"))
+    points: list[tuple[float, float, float]] = []
+    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=600),
+                     on_progress=points.append)
+    assert schedule.solver is not None and schedule.metrics is not None
+    assert schedule.solver.status == "optimal"
+    assert schedule.solver.bound_scope == SCOPE_ALL  # type: ignore[attr-defined]
+    assert schedule.metrics.lower_bound == pytest.approx(schedule.metrics.cost)
+    assert schedule.solver.wall_s < 600  # it returned: the time limit was not the stop
+    assert points == [pytest.approx((points[0][0], schedule.metrics.cost,
+                                     schedule.metrics.cost))]
+
+
+@pytest.mark.parametrize("objective", ["cost", "makespan"])
+def test_printed_bound_never_exceeds_a_cost(objective: str) -> None:
+    # The issue's case: with --objective makespan, CP-SAT's makespan bound (1235.3) was
+    # printed as the lower bound over a cost of 1153.3.
+    profile = parse_profile(_load("gpt1.5b-p8-m24", memory_limit=16))
+    schedule = solve(profile, "ilp", objective,
+                     exact=ExactOptions(time_limit_s=20, workers=1))
+    metrics, info = schedule.metrics, schedule.solver
+    assert metrics is not None and info is not None
+    assert metrics.lower_bound <= metrics.cost + 1e-9
+    assert metrics.lower_bound == pytest.approx(lower_bound(profile.problem))
+    assert info.bound <= info.objective + 1e-9
+    if info.bound > metrics.lower_bound + 1e-9:
+        # The model's bound is scoped: its order family and objective are named.
+        scope = info.bound_scope  # type: ignore[attr-defined]
+        assert scope.startswith(SCOPE_FIFO) and scope.endswith(f"objective {objective}")
