@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from api.advise_command import add_advise_parser
 from api.sweep.command import add_sweep_parser
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.profile import Profile, load_profile, parse_profile, read_json
@@ -130,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_schema)
 
     add_sweep_parser(sub)  # `ppsched sweep GRID.yaml`: api/sweep/
+    add_advise_parser(sub)  # `ppsched advise MODEL.yaml`: api/advise_command.py
     return parser
 
 
