@@ -75,6 +75,9 @@ class AdvisorConfig(BaseModel):
     recompute: bool | list[str] = Field(
         False, description="Full activation checkpointing: true for every strategy, or "
         "the list of strategies that use it.")
+    fsdp_overlap: bool = Field(
+        True, description="FSDP hides each layer's collectives behind the previous layer's "
+        "compute (prefetch); false: collectives and compute run one after the other.")
     state_bytes_per_param: float = Field(16.0, description="Training-state bytes per "
                                          "parameter (weights, gradient, optimizer).", gt=0)
 
@@ -261,7 +264,8 @@ def _fsdp(config: AdvisorConfig, k: LayerCosts) -> Candidate:
     """FSDP (ZeRO-3) over all GPUs: each GPU runs N/P microbatches through every layer;
     per microbatch and layer it all-gathers the layer's bf16 weights for F and again for
     the backward, and reduce-scatters its gradient; the next layer's collective overlaps
-    this layer's compute, so a layer costs ``max(compute, collectives)``."""
+    this layer's compute, so a layer costs ``max(compute, collectives)`` (with
+    ``fsdp_overlap``; otherwise ``compute + collectives``)."""
     m, c = config.model, config.cluster
     p = c.num_gpus
     if config.num_microbatches % p:
@@ -274,7 +278,10 @@ def _fsdp(config: AdvisorConfig, k: LayerCosts) -> Candidate:
     busy = 0.0
     for fwd, bwd, nbytes in units:
         gather = ring_collective_s(c, nbytes)
-        per_mb += max(fwd, gather) + max(bwd, 2 * gather)  # backward: gather + scatter
+        if config.fsdp_overlap:
+            per_mb += max(fwd, gather) + max(bwd, 2 * gather)  # backward: gather + scatter
+        else:
+            per_mb += fwd + bwd + 3 * gather
         busy += fwd + bwd
     step = n * per_mb
     gathered = 2 * 2 * max(u[2] for u in units)  # this unit's and the prefetched one

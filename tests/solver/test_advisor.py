@@ -130,3 +130,19 @@ def test_missing_section_is_named() -> None:
     del data["cluster"]
     with pytest.raises(ProfileError, match="'cluster'"):
         parse_advisor_config(data)
+
+
+def test_fsdp_without_overlap_pays_every_collective() -> None:
+    both = {}
+    for overlap in (True, False):
+        data = copy.deepcopy(BASE)
+        data.update(strategies=["fsdp"], fsdp_overlap=overlap)
+        both[overlap] = advise(parse_advisor_config(data))[0].step_time_s
+    config = parse_advisor_config(BASE)
+    k = layer_costs(config.model, config.cluster)
+    gather = ring_collective_s(config.cluster, k.weight_bytes)
+    vocab = ring_collective_s(config.cluster, 4.0 * config.model.vocab_params)
+    per_mb = gather + 8 * (k.t_f + k.t_b + k.t_w + 3 * gather) + \
+        k.head_f + k.head_b + k.head_w + 3 * vocab
+    assert both[False] == pytest.approx(2 * per_mb)  # 8 microbatches on 4 GPUs
+    assert both[True] < both[False]
