@@ -53,3 +53,30 @@ def test_unknown_strategy_is_named(capsys: pytest.CaptureFixture[str]) -> None:
 def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["advise", "/nonexistent/model.yaml"]) == 2
     assert "readable YAML file" in capsys.readouterr().err
+
+
+def test_vary_sweeps_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["advise", str(EXAMPLE), "--strategies", "1f1b,weipipe-interleave",
+                 "--vary", "model.seq_len=4096,16384",
+                 "--vary", "cluster.inter_node_gbps=1.25,25"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["model.seq_len", "cluster.inter_node_gbps", "1f1b",
+                                "weipipe-interleave", "best"]
+    rows = [line.split() for line in lines[2:]]
+    assert [(r[0], r[1]) for r in rows] == [("4096", "1.25"), ("4096", "25"),
+                                            ("16384", "1.25"), ("16384", "25")]
+    for r in rows:  # the best is the faster of the two (both fit on 80 GB)
+        best = max((float(r[2]), "1f1b"), (float(r[3]), "weipipe-interleave"))[1]
+        assert r[4] == best
+
+
+@pytest.mark.parametrize(("vary", "needle"), [
+    ("model.seq_len", "'--vary': got 'model.seq_len'"),
+    ("model.seq_len=0", "'model.seq_len': got 0"),
+    ("model.x.y=1", "a field of the config"),
+])
+def test_bad_vary_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], vary: str,
+                                     needle: str) -> None:
+    assert main(["advise", str(EXAMPLE), "--vary", vary]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
