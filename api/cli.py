@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from api.advise_command import add_advise_parser
 from api.sweep.command import add_sweep_parser
+from api.weipipe_command import add_weipipe_parser
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.profile import Profile, load_profile, parse_profile, read_json
 from solver.render.grid import order_grid, time_grid
@@ -132,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_sweep_parser(sub)  # `ppsched sweep GRID.yaml`: api/sweep/
     add_advise_parser(sub)  # `ppsched advise MODEL.yaml`: api/advise_command.py
+    add_weipipe_parser(sub)  # `ppsched weipipe PROFILE.json`: api/weipipe_command.py
     return parser
 
 
