@@ -20,7 +20,10 @@ synchronous training step, so there is no per-rank span objective here); ``step_
 makespan / num_iterations; ``bubble_rate`` is ``(makespan - busiest rank's compute) /
 makespan`` as in DESIGN.md section 3; memory per rank is the activation level plus the
 chunks a step holds (weights, gradients) plus the activation-gradient buffer while a
-microbatch's backward is in progress, peaked over ops in step order.
+microbatch's backward is in progress, peaked over ops in step order. This is the slides'
+accounting (WeiPipe-Interleave: two weight chunks and one gradient chunk); the buffers
+that receive the next step's chunks while this step computes are not counted, so a
+double-buffered implementation holds up to one more set of chunks.
 """
 
 from __future__ import annotations
