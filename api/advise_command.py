@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from solver.advisor import STRATEGIES, advise, format_table, parse_advisor_config
 from solver.errors import ProfileError
 
@@ -34,8 +32,20 @@ def add_advise_parser(sub: Any) -> None:
     p.set_defaults(run=run_advise)
 
 
+def _yaml() -> Any:
+    """PyYAML, imported when used: `ppsched serve` must start without it (service extra)."""
+    try:
+        import yaml
+    except ImportError:
+        raise ProfileError("config", "YAML", "PyYAML installed (pip install "
+                           "'ppsched[sweep]'), or the config as JSON via the service's "
+                           "POST /v1/advise") from None
+    return yaml
+
+
 def read_config(path: str) -> Any:
     """The YAML (or JSON) document at `path`; I/O and syntax errors as ProfileErrors."""
+    yaml = _yaml()
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -57,7 +67,7 @@ def parse_vary(items: list[str]) -> list[tuple[str, list[Any]]]:
     axes = []
     for item in items:
         field, sep, values = item.partition("=")
-        parsed = [yaml.safe_load(v) for v in values.split(",") if v.strip()]
+        parsed = [_yaml().safe_load(v) for v in values.split(",") if v.strip()]
         if not sep or not field or not parsed:
             raise ProfileError("--vary", item, "FIELD=V1,V2,... such as "
                                "model.seq_len=4096,16384")
