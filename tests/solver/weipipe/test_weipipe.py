@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.weipipe import SCHEDULES, build_program, parse_weipipe_profile, simulate_weipipe
@@ -165,3 +167,28 @@ def test_every_program_validates(name: str, p: int, n: int, iterations: int) -> 
     validate_program(program, p, n, iterations)
     ops = [op for step in program for op in step]
     assert len(ops) == len(set(ops))
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(1, 5), n=st.integers(1, 3), data=st.data(),
+       name=st.sampled_from(sorted(SCHEDULES)), iterations=st.integers(1, 2))
+def test_random_chunks_keep_the_ring_rules(p: int, n: int, data: st.DataObject, name: str,
+                                           iterations: int) -> None:
+    times = st.lists(st.floats(0.0, 5.0), min_size=p, max_size=p)
+    prof = parse_weipipe_profile(dict(
+        num_ranks=p, num_microbatches=n, num_iterations=iterations,
+        t_f=data.draw(times), t_b=data.draw(times), t_w=data.draw(times),
+        weight_bytes=data.draw(times), grad_bytes=data.draw(times), activation_bytes=1.0,
+        bandwidth=data.draw(st.lists(st.floats(0.1, 10.0), min_size=p, max_size=p))))
+    result = simulate_weipipe(prof, name)
+    steps = len(result.program)
+    for r in range(p):
+        for s in range(steps):
+            length = result.end[r][s] - result.start[r][s]
+            assert length == pytest.approx(max(result.compute[r][s], result.transfer[r][s]))
+            if s:
+                assert result.start[r][s] >= result.end[r][s - 1] - 1e-9
+            if r:
+                assert result.start[r][s] >= result.end[r - 1][s] - 1e-9
+    assert result.makespan >= max(result.busy) - 1e-9
+    assert 0.0 <= result.bubble_rate < 1.0 or result.makespan == 0.0
