@@ -4,11 +4,12 @@ Run: ``python -m benchmarks.weipipe_slides [--num-microbatches N] [--mfu X] [--o
 
 For each of the slides' nine settings (32 layers, 32 heads, H in {1024, 2048, 4096},
 S in {4096, 8192, 16384} with G = 65536/S; 16 A800-like GPUs, 312 TFLOP/s bf16 and 80 GB
-each, two nodes of 8 with NVLink inside and 10 GbE across) it ranks 1F1B, ZB-1p (our
-ZB-H1), ZB-2p (our ZB-H2), FSDP and WeiPipe (WeiPipe-Interleave, the variant the slides
-evaluate) with the advisor, and compares with the published figures: is the order of the
-five strategies by throughput (out-of-memory last) the same, is the winner the same, and
-the ratio of predicted to published tokens/s/GPU. Assumptions the slides leave open are
+each, two nodes of 8 with NVLink inside and 10 GbE across) it ranks 1F1B, ZB-1p and ZB-2p
+(the ZB heuristic at 1F1B's and at twice 1F1B's activation memory), FSDP and WeiPipe
+(WeiPipe-Interleave, the variant the slides evaluate) with the advisor, and compares with
+the published figures: is the order of the five strategies by throughput (out-of-memory
+last) the same, is the winner the same, and the ratio of predicted to published
+tokens/s/GPU. Assumptions the slides leave open are
 arguments and are printed with the result: N (microbatches per step; default 64, 4 per
 GPU), mfu (default 0.5), and recomputation for 1F1B, FSDP and WeiPipe (the slides: "1F1B
 maintains low memory due to Flash Attention and recomputation"), none for ZB (Megatron's
@@ -128,8 +129,8 @@ def run(num_microbatches: int, mfu: float) -> str:
         "from the advisor's formulas and simulators, published ones from the slides. "
         f"Assumed: N = {num_microbatches} microbatches per step, mfu {mfu:g}, vocabulary "
         "32000, recomputation for 1F1B, FSDP and WeiPipe only; WeiPipe is "
-        "WeiPipe-Interleave; ZB1/ZB2 are our ZB-H1/ZB-H2; FSDP's collectives are not "
-        "hidden behind compute (`fsdp_overlap: false`).",
+        "WeiPipe-Interleave; ZB1/ZB2 are the ZB heuristic at 1p/2p memory; FSDP's "
+        "collectives are not hidden behind compute (`fsdp_overlap: false`).",
         "",
         f"Order of the five by throughput (best first): same in {same_order} of 9 rows, "
         f"same winner in {same_winner} of 9. With FSDP's collectives hidden "

@@ -1,8 +1,9 @@
 """The advisor: one model on one cluster, every strategy timed and ranked.
 
 Per-op times and bytes come from `solver.advisor_costs` (formulas in its docstring). Each
-activation-passing strategy (1F1B, ZB-1p, ZB-2p, ZB-V, interleaved 1F1B, DualPipe-V when
-its generator is registered) is built by ppsched's generator for a profile of those costs
+activation-passing strategy (1F1B, ZB-1p and ZB-2p: the ZB heuristic at p and 2p
+microbatches of activation memory, ZB-V, interleaved 1F1B, DualPipe-V when its generator
+is registered) is built by ppsched's generator or heuristic for a profile of those costs
 and timed by the simulator (DESIGN.md section 3); each WeiPipe variant by the ring model
 (section 6.5); FSDP by an all-gather / reduce-scatter time model. All run on all GPUs as
 one pipeline (or one ring, or one FSDP group). Step time is the makespan: every strategy
@@ -37,19 +38,21 @@ from solver.advisor_costs import (
 from solver.errors import ProfileError
 from solver.generators import REGISTRY
 from solver.profile import Profile
-from solver.solve import solve
+from solver.solve import HEURISTIC, solve
 from solver.weipipe import parse_weipipe_profile, simulate_weipipe
 
 log = logging.getLogger(__name__)
 
-# strategy -> (generator name, chunks per rank, placement); activation passing.
-PIPELINES: dict[str, tuple[str, int, str | None]] = {
-    "1f1b": ("1f1b", 1, None),
-    "zb-1p": ("zb-h1", 1, None),
-    "zb-2p": ("zb-h2", 1, None),
-    "zb-v": ("zb-v", 2, "v"),
-    "interleaved": ("1f1b-interleaved", 2, "loop"),
-    "dualpipe-v": ("dualpipe-v", 2, "v"),
+# strategy -> (method, chunks per rank, placement, memory limit in units of p*m_b or
+# None); activation passing. ZB-1p/2p are the paper's: the ZB heuristic at 1F1B's
+# activation memory (p*m_b) and at twice it.
+PIPELINES: dict[str, tuple[str, int, str | None, float | None]] = {
+    "1f1b": ("1f1b", 1, None, None),
+    "zb-1p": (HEURISTIC, 1, None, 1.0),
+    "zb-2p": (HEURISTIC, 1, None, 2.0),
+    "zb-v": ("zb-v", 2, "v", None),
+    "interleaved": ("1f1b-interleaved", 2, "loop", None),
+    "dualpipe-v": ("dualpipe-v", 2, "v", None),
 }
 WEIPIPE = ("weipipe-naive", "weipipe-interleave", "weipipe-zb1", "weipipe-zb2")
 FSDP = "fsdp"
@@ -175,8 +178,8 @@ def _rank_of(stage: int, p: int, v: int, placement: str | None) -> int:
 
 
 def _pipeline(config: AdvisorConfig, k: LayerCosts, strategy: str) -> Candidate:
-    generator, v, placement = PIPELINES[strategy]
-    if generator not in REGISTRY:
+    generator, v, placement, memory_p = PIPELINES[strategy]
+    if generator != HEURISTIC and generator not in REGISTRY:
         return _skip(strategy, f"generator '{generator}' is not in this build")
     m, c = config.model, config.cluster
     p, stages = c.num_gpus, c.num_gpus * v
@@ -198,6 +201,8 @@ def _pipeline(config: AdvisorConfig, k: LayerCosts, strategy: str) -> Candidate:
         m_w=[config.alpha * x for x in m_b])
     if placement:
         data["placement"] = placement
+    if memory_p is not None:
+        data["memory_limit"] = memory_p * p * max(m_b)
     try:
         schedule = solve(Profile.model_validate(data), generator)
     except ProfileError as exc:
