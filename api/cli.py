@@ -23,7 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
+from api.advise_command import add_advise_parser
 from api.sweep.command import add_sweep_parser
+from api.weipipe_command import add_weipipe_parser
 from solver.emit import schedule_from_simulation
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.method_names import aliases
@@ -208,6 +210,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_schema)
 
     add_sweep_parser(sub)  # `ppsched sweep GRID.yaml`: api/sweep/
+    add_advise_parser(sub)  # `ppsched advise MODEL.yaml`: api/advise_command.py
+    add_weipipe_parser(sub)  # `ppsched weipipe PROFILE.json`: api/weipipe_command.py
     return parser
 
 

@@ -19,7 +19,7 @@ from api.service.jobs import JobManager
 from api.service.limits import BodyLimit
 from api.service.metrics import Metrics
 from api.service.pool import SolverPool
-from api.service.routers import catalog, checks, health, jobs, schedules, static
+from api.service.routers import advise, catalog, checks, health, jobs, schedules, static
 from api.service.store import Store
 from solver.profile import Profile
 from solver.schedule import Schedule
@@ -62,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   lifespan=lifespan)
     app.state.service = state
     app.state.settings = settings
-    for module in (schedules, jobs, checks, catalog, health, static):
+    for module in (schedules, jobs, checks, catalog, health, static, advise):
         app.include_router(module.router)
     install_error_handlers(app)
     app.middleware("http")(metrics.middleware)

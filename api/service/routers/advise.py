@@ -1,0 +1,70 @@
+"""POST /v1/advise: rank the strategies for one model on one cluster (`ppsched advise`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+from pydantic import BaseModel, ConfigDict, Field
+
+from solver.advisor import AdvisorConfig, advise, format_table, parse_advisor_config
+from solver.errors import ProfileError
+
+router = APIRouter(prefix="/v1", tags=["advise"])
+
+# The advisor simulates every strategy in the request thread: keep one request small.
+MAX_GPUS = 64
+MAX_MICROBATCHES = 256
+MAX_LAYERS = 1024
+
+
+class AdviseCandidate(BaseModel):
+    """One strategy's predicted step (null figures: not applicable, see `note`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str
+    step_time_s: float | None
+    tokens_per_s_per_gpu: float | None
+    peak_memory_gb: float | None
+    fits: bool
+    bubble_rate: float | None
+    comm_gb_per_gpu: float | None
+    note: str
+
+
+class AdviseResponse(BaseModel):
+    """The ranking, best first (what fits, by step time), and the CLI's table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ranked: list[AdviseCandidate]
+    table: str = Field(description="The table `ppsched advise` prints.")
+
+
+@router.post("/advise", response_model=AdviseResponse, summary="Rank training strategies")
+def post_advise(config: Annotated[dict[str, Any], Body(
+        description="The advisor's config: model, cluster, num_microbatches (as in "
+        "`ppsched advise MODEL.yaml`)",
+        openapi_examples={"llama-16gpu": {"value": {
+            "model": {"layers": 32, "hidden": 4096, "heads": 32, "seq_len": 16384,
+                      "microbatch_size": 4, "vocab": 32000},
+            "cluster": {"num_gpus": 16, "gpus_per_node": 8, "gpu_tflops": 312,
+                        "gpu_memory_gb": 80, "intra_node_gbps": 200,
+                        "inter_node_gbps": 1.25},
+            "num_microbatches": 64}}})]) -> AdviseResponse:
+    """Every strategy's step time, throughput and peak memory from the model's dimensions;
+    a bad field is a 422 naming it, the value and what is accepted."""
+    parsed: AdvisorConfig = parse_advisor_config(config)
+    if parsed.cluster.num_gpus > MAX_GPUS:
+        raise ProfileError("cluster.num_gpus", parsed.cluster.num_gpus,
+                           f"at most {MAX_GPUS} in the service (the CLI has no limit)")
+    if parsed.num_microbatches > MAX_MICROBATCHES:
+        raise ProfileError("num_microbatches", parsed.num_microbatches,
+                           f"at most {MAX_MICROBATCHES} in the service (the CLI has no limit)")
+    if parsed.model.layers > MAX_LAYERS:
+        raise ProfileError("model.layers", parsed.model.layers,
+                           f"at most {MAX_LAYERS} in the service (the CLI has no limit)")
+    ranked = advise(parsed)
+    return AdviseResponse(ranked=[AdviseCandidate(**c.to_dict()) for c in ranked],
+                          table=format_table(parsed, ranked))

@@ -1,0 +1,123 @@
+// The "Advisor" tab of the web page: a model and cluster (JSON, as `ppsched advise` reads
+// from YAML) posted to /v1/advise, the ranked strategies shown as a table. Self-contained:
+// it adds its own tab bar and section, so index.html only loads this script.
+"use strict";
+
+(function () {
+  const EXAMPLE = {
+    name: "llama-h4096-s16k",
+    model: { layers: 32, hidden: 4096, heads: 32, seq_len: 16384, microbatch_size: 4,
+             vocab: 32000 },
+    cluster: { num_gpus: 16, gpus_per_node: 8, gpu_tflops: 312, mfu: 0.5, gpu_memory_gb: 80,
+               intra_node_gbps: 200, inter_node_gbps: 1.25, latency_us: 10 },
+    num_microbatches: 64,
+    recompute: ["1f1b", "fsdp", "weipipe-naive", "weipipe-interleave", "weipipe-zb1",
+                "weipipe-zb2"],
+  };
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function fmt(x, digits) {
+    return x === null || x === undefined ? "-" : Number(x).toFixed(digits);
+  }
+
+  function build() {
+    const main = document.querySelector("main");
+    const section = el("section", { id: "advise", class: "advise", hidden: "" });
+    section.append(
+      el("h2", {}, "Advisor: which strategy for this model and cluster"),
+      el("label", { for: "advise-config" }, "Model and cluster (JSON; the fields of ppsched advise MODEL.yaml)"));
+    const text = el("textarea", { id: "advise-config", rows: "16", spellcheck: "false" });
+    text.value = JSON.stringify(EXAMPLE, null, 2);
+    const button = el("button", { type: "button", id: "advise-run" }, "Advise");
+    const error = el("div", { id: "advise-error", class: "error", role: "alert", hidden: "" });
+    const result = el("div", { id: "advise-result", "aria-live": "polite" });
+    section.append(text, button, error, result);
+
+    // Tabs: the existing page and the advisor, one visible at a time.
+    const bar = el("nav", { id: "tabs", class: "tabs" });
+    const tabSchedules = el("button", { type: "button", id: "tab-schedules",
+                                        "aria-selected": "true" }, "Schedules");
+    const tabAdvise = el("button", { type: "button", id: "tab-advise",
+                                     "aria-selected": "false" }, "Advisor");
+    bar.append(tabSchedules, tabAdvise);
+    function show(advisor) {
+      if (main) main.hidden = advisor;
+      section.hidden = !advisor;
+      tabSchedules.setAttribute("aria-selected", String(!advisor));
+      tabAdvise.setAttribute("aria-selected", String(advisor));
+    }
+    tabSchedules.addEventListener("click", () => show(false));
+    tabAdvise.addEventListener("click", () => show(true));
+    const anchor = main || document.body.lastElementChild;
+    anchor.before(bar);
+    anchor.after(section);
+
+    button.addEventListener("click", () => run(text, error, result));
+  }
+
+  async function run(text, error, result) {
+    error.hidden = true;
+    result.setAttribute("data-state", "running");
+    let config;
+    try {
+      config = JSON.parse(text.value);
+    } catch (exc) {
+      fail(error, result, "config: not valid JSON (" + exc.message + ")");
+      return;
+    }
+    let response, body;
+    try {
+      response = await fetch("/v1/advise", {
+        method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify(config) });
+      body = await response.json();
+    } catch (exc) {
+      fail(error, result, "the service did not answer: " + exc.message);
+      return;
+    }
+    if (!response.ok) {
+      fail(error, result, body.message || ("HTTP " + response.status));
+      return;
+    }
+    render(result, body.ranked);
+  }
+
+  function fail(error, result, message) {
+    error.textContent = message;
+    error.hidden = false;
+    result.replaceChildren();
+    result.setAttribute("data-state", "error");
+  }
+
+  function render(result, ranked) {
+    const table = el("table", { class: "advise-table" });
+    const head = el("tr");
+    for (const h of ["#", "strategy", "step s", "tokens/s/GPU", "peak GB", "fits",
+                     "bubble", "comm GB/GPU", "note"]) head.append(el("th", {}, h));
+    table.append(head);
+    ranked.forEach((c, i) => {
+      const row = el("tr", { "data-strategy": c.strategy,
+                             "data-fits": String(c.fits) });
+      const cells = [c.step_time_s === null ? "-" : String(i + 1), c.strategy,
+                     fmt(c.step_time_s, 3), fmt(c.tokens_per_s_per_gpu, 1),
+                     fmt(c.peak_memory_gb, 1), c.fits ? "yes" : "no",
+                     fmt(c.bubble_rate, 3), fmt(c.comm_gb_per_gpu, 2), c.note];
+      for (const x of cells) row.append(el("td", {}, x));
+      table.append(row);
+    });
+    result.replaceChildren(table);
+    result.setAttribute("data-state", "done");
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", build);
+  } else {
+    build();
+  }
+})();
