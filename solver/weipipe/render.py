@@ -47,8 +47,12 @@ def weipipe_svg(result: WeiPipeResult) -> str:
            f'<text x="8" y="18" font-size="13">{escape(result.method)} on '
            f'{escape(result.profile.label)}: step time {result.step_time:.6g}, bubble '
            f'{result.bubble_rate:.4f}</text>',
-           '<text x="8" y="34">lanes: ops per rank; grey bars: weights and gradients '
-           'sent to the next rank of the ring</text>']
+           '<text x="8" y="34">grey bars: weights and gradients sent to the next rank '
+           'of the ring</text>']
+    for i, (kind, colour) in enumerate(_COLOUR.items()):  # the legend
+        left = 400 + 60 * i
+        out.append(f'<rect class="legend" x="{left}" y="25" width="12" height="12" '
+                   f'fill="{colour}"/><text x="{left + 16}" y="35">{kind}</text>')
     for r in range(p):
         y = _TOP + r * row
         out.append(f'<text x="8" y="{y + 15:.1f}">rank {r}</text>')
