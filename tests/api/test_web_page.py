@@ -315,4 +315,7 @@ def test_a_running_ilp_job_can_be_cancelled(page: Any) -> None:
     assert page.inner_text("#result-a .status").startswith("cancelled: the best schedule")
     assert page.is_hidden("#result-a .cancel")
     assert page.is_visible("#result-a .downloads")
-    assert len(page.query_selector_all("#result-a .chart svg rect.op")) == 3 * 8 * 24
+    # Below 1F1B's memory the solver may also cut the model in two (a V layout, 2 stages
+    # per rank): one bar per F, B and W of every stage and microbatch either way.
+    bars = len(page.query_selector_all("#result-a .chart svg rect.op"))
+    assert bars in (3 * 8 * 24, 3 * 16 * 24), bars
