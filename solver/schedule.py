@@ -106,6 +106,9 @@ class SolverInfo(BaseModel):
     fifo: bool | None = Field(
         None, description="Whether the exact model kept each op kind in microbatch order "
         "per stage (its bound holds over those orders).")
+    bound_without_fb: float | None = Field(
+        None, description="Method ilp with overlap < 1: the exact model's bound, which holds "
+        "only over schedules without FB ops (DESIGN.md 6.4), so it is not `bound`.")
     progress: list[list[float]] | None = Field(
         None, description="Exact search: [seconds, best objective, bound] at each "
         "improvement.")

@@ -152,9 +152,17 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
                            f"method that fits the limit, such as '{HEURISTIC}'")
     if sim.violations:
         raise ScheduleInvalid(sim.violations, order_grid(sim.order, sim.violations))
+    # The exact models have no FB op (DESIGN.md 6.4): with overlap < 1 an FB schedule may
+    # beat all they search, so their bound and "optimal" hold only without FB.
+    fb_scope = refined is not None and problem.overlap < 1
+    status = refined.status if refined else "heuristic"
     schedule = schedule_from_simulation(
-        profile, sim, name, status=refined.status if refined else "heuristic",
-        wall_s=wall_s, objective=objective, bound=refined.bound if refined else None)
+        profile, sim, name,
+        status="feasible" if fb_scope and status == "optimal" else status,
+        wall_s=wall_s, objective=objective,
+        bound=refined.bound if refined and not fb_scope else None)
+    if fb_scope and refined is not None and schedule.solver is not None:
+        schedule.solver.bound_without_fb = refined.bound  # scope named, not lower_bound
     if refined is not None and schedule.solver is not None:
         # Extra fields (DESIGN.md section 4 allows them): how the search went.
         schedule.solver.backend = refined.backend

@@ -187,3 +187,16 @@ def test_fb_torch_text_and_pickle() -> None:
     assert op.cell(with_stage=True) == "F3s0&BW2s7"
     with pytest.raises(ValueError, match="OVERLAP_F_B"):
         op_from_torch("(0F3;7I2)OVERLAP_F_B")
+
+
+def test_exact_bound_without_fb_is_not_a_lower_bound_when_overlap_below_one() -> None:
+    from solver.solve import ExactOptions, solve
+
+    profile = parse_profile(_data(num_microbatches=2, t_comm=0.0))
+    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=10.0, workers=1))
+    assert schedule.metrics is not None and schedule.solver is not None
+    # The exact model proves its optimum over schedules without FB; FBs may beat it.
+    assert schedule.metrics.lower_bound == fb_lower_bound(profile.problem)
+    assert schedule.solver.status != "optimal"
+    assert schedule.solver.bound_without_fb >= schedule.metrics.lower_bound
+    assert schedule.solver.bound == schedule.metrics.lower_bound
