@@ -16,6 +16,7 @@ from solver.exact import ExactResult, ProgressFn
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
+from solver.ops import parts
 from solver.profile import Problem, Profile
 from solver.render.grid import order_grid
 from solver.schedule import Schedule, schedule_from_simulation
@@ -131,11 +132,15 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
             if best is None or value < best[0] - 1e-9:
                 best = (value, candidate, orders, name)
         assert best is not None
-        _, profile, orders, name = best
+        value, profile, orders, name = best
         if method == ILP:
-            refined = refine(profile, orders, objective, exact or ExactOptions(), on_progress)
+            # The exact models have no FB op (DESIGN.md 6.4): they start from the FBs run
+            # as their parts, and an FB heuristic result they do not beat stays.
+            hint = [[part for op in ops for part in parts(op)] for ops in orders]
+            refined = refine(profile, hint, objective, exact or ExactOptions(), on_progress)
             assert refined.orders is not None  # a valid profile always admits a schedule
-            orders, name = refined.orders, f"ilp-{refined.backend}"
+            if hint == orders or (refined.objective or 0.0) <= value:
+                orders, name = refined.orders, f"ilp-{refined.backend}"
     else:
         generator = get_generator(method)
         profile = next((c for c in candidates if generator.supports(c.problem)), profile)

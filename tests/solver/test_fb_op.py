@@ -200,3 +200,20 @@ def test_exact_bound_without_fb_is_not_a_lower_bound_when_overlap_below_one() ->
     assert schedule.solver.status != "optimal"
     assert schedule.solver.bound_without_fb >= schedule.metrics.lower_bound
     assert schedule.solver.bound == schedule.metrics.lower_bound
+
+
+def test_heuristic_picks_dualpipe_v_and_ilp_keeps_it_when_overlap_pays() -> None:
+    from solver.solve import ExactOptions, solve
+
+    profile = parse_profile({"num_ranks": 2, "num_microbatches": 4, "num_chunks": 2,
+                             "placement": "v", "t_f": 1.0, "t_b": 1.0, "t_w": 1.0,
+                             "m_b": 1.0, "m_w": 0.5, "overlap": 0.5})
+    heuristic = solve(profile, "heuristic")
+    assert heuristic.method == "heuristic:dualpipe-v"
+    exact = solve(profile, "ilp", exact=ExactOptions(time_limit_s=10.0, workers=1))
+    assert exact.metrics is not None and exact.solver is not None
+    assert heuristic.metrics is not None
+    # The exact model (no FB) cannot reach the FB schedule: its "bound" is above it.
+    assert exact.solver.bound_without_fb is not None
+    assert exact.metrics.cost <= heuristic.metrics.cost < exact.solver.bound_without_fb
+    assert any(op.kind == "FB" for rank in exact.ranks for op in rank)
