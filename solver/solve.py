@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from solver.chunking import with_chunks
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.exact import ExactResult, ProgressFn
+from solver.fb_fusion import fuse_fb
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
@@ -133,6 +134,13 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
                 best = (value, candidate, orders, name)
         assert best is not None
         value, profile, orders, name = best
+        if profile.problem.overlap < 1:
+            fused = fuse_fb(profile.problem, orders, objective)
+            if fused != orders:
+                orders, name = fused, f"{name}+fb"
+                metrics = simulate(profile.problem, orders).metrics
+                assert metrics is not None  # fuse_fb keeps only valid orders
+                value = metrics.objective(objective)
         if method == ILP:
             # The exact models have no FB op (DESIGN.md 6.4): they start from the FBs run
             # as their parts, and an FB heuristic result they do not beat stays.

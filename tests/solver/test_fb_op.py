@@ -209,7 +209,7 @@ def test_heuristic_picks_dualpipe_v_and_ilp_keeps_it_when_overlap_pays() -> None
                              "placement": "v", "t_f": 1.0, "t_b": 1.0, "t_w": 1.0,
                              "m_b": 1.0, "m_w": 0.5, "overlap": 0.5})
     heuristic = solve(profile, "heuristic")
-    assert heuristic.method == "heuristic:dualpipe-v"
+    assert heuristic.method.startswith("heuristic:dualpipe-v")
     exact = solve(profile, "ilp", exact=ExactOptions(time_limit_s=10.0, workers=1))
     assert exact.metrics is not None and exact.solver is not None
     assert heuristic.metrics is not None
@@ -217,3 +217,33 @@ def test_heuristic_picks_dualpipe_v_and_ilp_keeps_it_when_overlap_pays() -> None
     assert exact.solver.bound_without_fb is not None
     assert exact.metrics.cost <= heuristic.metrics.cost < exact.solver.bound_without_fb
     assert any(op.kind == "FB" for rank in exact.ranks for op in rank)
+
+
+@pytest.mark.parametrize("overlap", [0.8, 0.6])
+def test_fb_fusion_post_pass_improves_and_stays_valid(overlap: float) -> None:
+    from solver.fb_fusion import fuse_fb
+    from solver.generators import get_generator
+    from solver.solve import solve
+
+    data = {"num_ranks": 4, "num_microbatches": 8, "num_chunks": 2, "placement": "v",
+            "t_f": 1.0, "t_b": 1.0, "t_w": 1.0, "m_b": 1.0, "m_w": 0.5, "overlap": overlap}
+    problem = parse_profile(data).problem
+    orders = get_generator("dualpipe-v")(problem)
+    before = validate(problem, orders).metrics
+    fused = fuse_fb(problem, orders)
+    after = validate(problem, fused).metrics
+    assert before is not None and after is not None
+    assert after.cost < before.cost
+    count = sum(isinstance(op, FBOp) for ops in fused for op in ops)
+    assert count > sum(isinstance(op, FBOp) for ops in orders for op in ops)
+    schedule = solve(parse_profile(data), "heuristic")
+    assert schedule.method.endswith("+fb")
+    assert schedule.metrics is not None and schedule.metrics.cost <= after.cost + 1e-9
+
+
+def test_fb_fusion_leaves_overlap_one_alone() -> None:
+    from solver.fb_fusion import fuse_fb
+
+    problem = _problem(overlap=1.0)
+    plain = [[op for x in rank for op in parts(x)] for rank in _two_rank_order()]
+    assert fuse_fb(problem, plain) == plain
