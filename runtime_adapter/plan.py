@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from solver.ops import Op
+from solver.ops import Op, parts
 from solver.schedule import Schedule
 from solver.simulator import simulate
 
@@ -116,7 +116,8 @@ def plan_rank(schedule: Schedule, rank: int) -> RankPlan:
     """Lower `schedule` to `rank`'s plan (the schedule is assumed checked)."""
     problem = schedule.profile.problem
     stage_to_rank, num_stages = problem.stage_to_rank, problem.num_stages
-    orders = schedule.orders()
+    # An FB (DESIGN.md 6.4) runs as its F then its BW: overlapping them is a GPU matter.
+    orders = [[part for op in ops for part in parts(op)] for ops in schedule.orders()]
     ops = tuple(orders[rank])
     recv_order: dict[int, tuple[Message, ...]] = {}
     for src, src_ops in enumerate(orders):

@@ -7,7 +7,7 @@ schedule is the simulator's.
 
 from __future__ import annotations
 
-from solver.ops import Op
+from solver.ops import FBOp, Op
 from solver.profile import Profile
 from solver.schedule import Schedule, ScheduledOp, ScheduleMetrics, SolverInfo, Status
 from solver.simulator import Simulation, validate
@@ -41,10 +41,18 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
     best_bound = metrics.lower_bound
     construct = ScheduledOp.model_construct
     ranks = [[construct(kind=op.kind, stage=op.stage, microbatch=op.microbatch,
-                        start=start, end=end)
+                        start=start, end=end, stage_b=_fb_field(op, 0),
+                        microbatch_b=_fb_field(op, 1))
               for op, start, end in zip(ops, sim.start[r], sim.end[r], strict=True)]
              for r, ops in enumerate(sim.order)]
     info = SolverInfo(status=status, objective=value, bound=best_bound,
                       gap=(value - best_bound) / value if value > 0 else 0.0, wall_s=wall_s)
     return Schedule.model_construct(profile=profile, method=method, ranks=ranks,
                                     metrics=metrics, solver=info)
+
+
+def _fb_field(op: Op, which: int) -> int | None:
+    """An FB's ``stage_b`` (0) or ``microbatch_b`` (1) (DESIGN.md 6.4); None otherwise."""
+    if isinstance(op, FBOp):
+        return op.stage_b if which == 0 else op.microbatch_b
+    return None

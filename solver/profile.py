@@ -35,6 +35,8 @@ ACCEPTED = {
     "m_b": "a number >= 0 or a list of num_ranks*num_chunks numbers",
     "m_w": "a number >= 0 or a list of num_ranks*num_chunks numbers",
     "memory_limit": "null (no limit), a number > 0, or a list of num_ranks numbers",
+    "overlap": "a number > 0 and <= 1 (an FB op takes overlap * (t_f + t_b + t_w); "
+               "1: no gain)",
 }
 
 
@@ -69,6 +71,12 @@ class Profile(BaseModel):
         None,
         description="Most activation memory a rank may hold at once: a number, a list of "
         "p values, or null for no limit.",
+    )
+
+    overlap: float = Field(
+        1.0,
+        description="DESIGN.md 6.4: an FB op (the F of one microbatch overlapped with the "
+        "BW of another) takes overlap * (t_f + t_b + t_w); 1 means no gain.",
     )
 
     @model_validator(mode="after")
@@ -108,6 +116,7 @@ class Problem:
     m_b: tuple[float, ...]
     m_w: tuple[float, ...]
     memory_limit: tuple[float, ...]  # math.inf where there is no limit
+    overlap: float = 1.0  # an FB's duration factor (DESIGN.md 6.4)
 
     @classmethod
     def from_profile(cls, profile: Profile) -> Problem:
@@ -137,8 +146,11 @@ class Problem:
             memory_limit = tuple(_positive("memory_limit", x, i) for i, x in enumerate(limit))
         else:
             memory_limit = (_positive("memory_limit", limit, None),) * p
+        overlap = profile.overlap
+        if not (math.isfinite(overlap) and 0 < overlap <= 1):
+            raise ProfileError("overlap", overlap, ACCEPTED["overlap"])
         return cls(p, profile.num_microbatches, v, placement or "loop",
-                   t_f, t_b, t_w, t_comm, m_b, m_w, memory_limit)
+                   t_f, t_b, t_w, t_comm, m_b, m_w, memory_limit, float(overlap))
 
     # Shape.
 

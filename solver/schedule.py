@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from solver.errors import ProfileError
-from solver.ops import Kind, Op
+from solver.ops import FBOp, Kind, Op
 from solver.profile import ACCEPTED, Profile, profile_error_from
 
 SCHEMA_VERSION = 1
@@ -44,14 +52,41 @@ class ScheduledOp(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    kind: Kind = Field(description="F, B (input gradient), W (weight gradient) or BW (fused).")
-    stage: int = Field(ge=0, description="Global stage index (DESIGN.md section 1).")
+    kind: Kind = Field(description="F, B (input gradient), W (weight gradient), BW (fused), "
+                       "or FB (F overlapped with a BW, DESIGN.md 6.4).")
+    stage: int = Field(ge=0, description="Global stage index (DESIGN.md section 1); "
+                       "of the forward part for an FB.")
     microbatch: int = Field(ge=0, description="Microbatch index, 0..m-1.")
     start: float | None = Field(None, description="Simulated start (section 3).")
     end: float | None = Field(None, description="Simulated end (section 3).")
+    stage_b: int | None = Field(None, ge=0, description="FB only: the BW part's stage.")
+    microbatch_b: int | None = Field(None, ge=0,
+                                     description="FB only: the BW part's microbatch.")
+
+    @model_validator(mode="after")
+    def _check_fb(self) -> ScheduledOp:
+        has_b = (self.stage_b is not None, self.microbatch_b is not None)
+        if self.kind == "FB" and not all(has_b):
+            raise ValueError("an FB op needs stage_b and microbatch_b (its BW part)")
+        if self.kind != "FB" and any(has_b):
+            raise ValueError(f"stage_b and microbatch_b belong to FB ops only, not "
+                             f"{self.kind}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_fb_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Ops other than FB keep the JSON of DESIGN.md section 4, without null FB fields.
+        data: dict[str, Any] = handler(self)
+        if self.kind != "FB":
+            data.pop("stage_b", None)
+            data.pop("microbatch_b", None)
+        return data
 
     @property
     def op(self) -> Op:
+        if self.kind == "FB":
+            assert self.stage_b is not None and self.microbatch_b is not None
+            return FBOp(self.stage, self.microbatch, self.stage_b, self.microbatch_b)
         return Op(self.kind, self.stage, self.microbatch)
 
 
@@ -92,6 +127,9 @@ class SolverInfo(BaseModel):
     fifo: bool | None = Field(
         None, description="Whether the exact model kept each op kind in microbatch order "
         "per stage (its bound holds over those orders).")
+    bound_without_fb: float | None = Field(
+        None, description="Method ilp with overlap < 1: the exact model's bound, which holds "
+        "only over schedules without FB ops (DESIGN.md 6.4), so it is not `bound`.")
     progress: list[list[float]] | None = Field(
         None, description="Exact search: [seconds, best objective, bound] at each "
         "improvement.")

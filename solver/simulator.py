@@ -3,6 +3,10 @@
 It is the only source of figures in ppsched (STYLE.md, choice 3). `simulate` never raises
 on a bad schedule: it collects every violation (unknown or misplaced ops, duplicates,
 missing ops, deadlocks, memory over the limit) so that `validate` can show them all at once.
+
+An FB op (DESIGN.md 6.4) fills the slots of its two parts, an F and a BW: it starts when
+both parts' dependencies are met, its end is both parts' end, and each part counts once
+among all the schedule's ops.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from dataclasses import dataclass, field
 
 from solver.bounds import lower_bound
 from solver.errors import ScheduleInvalid, Violation
-from solver.ops import KINDS, Op
+from solver.ops import KINDS, FBOp, Op
 from solver.profile import Problem
 
 Order = Sequence[Sequence[Op]]
@@ -57,6 +61,9 @@ class Simulation:
 
 def duration(problem: Problem, op: Op) -> float:
     """Time of one op under the profile."""
+    if isinstance(op, FBOp):
+        return problem.overlap * (problem.t_f[op.stage] + problem.t_b[op.stage_b]
+                                  + problem.t_w[op.stage_b])
     s = op.stage
     if op.kind == "F":
         return problem.t_f[s]
@@ -69,6 +76,8 @@ def duration(problem: Problem, op: Op) -> float:
 
 def memory_delta(problem: Problem, op: Op) -> float:
     """Activation memory an op adds (negative: frees) on its rank."""
+    if isinstance(op, FBOp):
+        return problem.m_b[op.stage] - problem.m_b[op.stage_b]
     s = op.stage
     if op.kind == "F":
         return problem.m_b[s]
@@ -85,6 +94,8 @@ def peak_memory(problem: Problem, order: Order) -> list[float]:
     for ops in order:
         held = peak = 0.0
         for op in ops:
+            if isinstance(op, FBOp):  # its F part holds m_b before its BW part frees
+                peak = max(peak, held + problem.m_b[op.stage])
             held += memory_delta(problem, op)
             peak = max(peak, held)
         peaks.append(peak)
@@ -108,14 +119,14 @@ def simulate(problem: Problem, order: Order) -> Simulation:
         violations.append(Violation("wrong_rank", f"the schedule has {len(ranks)} ranks; "
                                     f"the profile has num_ranks = {problem.num_ranks}"))
         ranks = (ranks + [[] for _ in range(problem.num_ranks)])[: problem.num_ranks]
-    ids, where = _check_ops(problem, ranks, violations)
+    ids, where, pairs = _check_ops(problem, ranks, violations)
     _check_complete(problem, where, violations)
-    start, end, stuck = _time(problem, ranks, ids, where)
+    start, end, stuck = _time(problem, ranks, ids, where, pairs)
     violations.extend(_deadlocks(problem, ranks, where, stuck))
-    peak = _check_memory(problem, ranks, ids, violations)
+    peak = _check_memory(problem, ranks, ids, violations, pairs)
     sim = Simulation(ranks, start, end, peak, violations)
     if not stuck and not any(v.kind != "memory" for v in violations):
-        sim.metrics = _metrics(problem, ranks, start, end, peak)
+        sim.metrics = _metrics(problem, ranks, start, end, peak, bool(pairs))
     return sim
 
 
@@ -135,23 +146,30 @@ def validate(problem: Problem, order: Order) -> Simulation:
 # so its hot loop works on ints and lists instead of tuples and dicts.
 _KIND_INDEX = {k: i for i, k in enumerate(KINDS)}
 _F, _B, _W, _BW = range(4)
+# An FB op's id is ``4 * num_stages * m + n``: its parts' ids are ``pairs[n]``.
+_FB = 4
 _NO_OP = -1
 
 
 def _check_ops(problem: Problem, ranks: list[list[Op]], violations: list[Violation],
-               ) -> tuple[list[list[int]], list[int]]:
+               ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
     """Unknown, misplaced and duplicate ops.
 
-    Returns each position's op id (``_NO_OP`` where the op is skipped) and, per op id,
-    ``rank * 2**32 + position`` of its one accepted occurrence (``_NO_OP`` if absent).
+    Returns each position's op id (``_NO_OP`` where the op is skipped); per op id,
+    ``rank * 2**32 + position`` of its one accepted occurrence (``_NO_OP`` if absent),
+    an FB's position standing for both its parts; and the part ids of each FB.
     """
     S, m = problem.num_stages, problem.num_microbatches
     stage_to_rank = problem.stage_to_rank
     where = [_NO_OP] * (4 * S * m)
+    pairs: list[tuple[int, int]] = []
     ids: list[list[int]] = []
     for r, ops in enumerate(ranks):
         row = []
         for i, op in enumerate(ops):
+            if isinstance(op, FBOp):
+                row.append(_check_fb(problem, op, r, i, where, pairs, violations))
+                continue
             kind, s, j = op
             k = _KIND_INDEX.get(kind)
             if k is None or not (isinstance(s, int) and 0 <= s < S) \
@@ -179,7 +197,47 @@ def _check_ops(problem: Problem, ranks: list[list[Op]], violations: list[Violati
             where[x] = (r << 32) + i
             row.append(x)
         ids.append(row)
-    return ids, where
+    return ids, where, pairs
+
+
+def _check_fb(problem: Problem, op: FBOp, r: int, i: int, where: list[int],
+              pairs: list[tuple[int, int]], violations: list[Violation]) -> int:
+    """Check an FB's two parts as `_check_ops` checks plain ops; its id, or ``_NO_OP``."""
+    S, m = problem.num_stages, problem.num_microbatches
+    found = len(violations)
+    part_ids = []
+    for part in op.parts:
+        kind, s, j = part
+        if not (isinstance(s, int) and 0 <= s < S) or not (isinstance(j, int) and 0 <= j < m):
+            violations.append(Violation(
+                "unknown_op", f"{op} at rank {r} position {i}: its {kind} part {part} is not "
+                f"an op of this profile (stages 0..{S - 1}, microbatches 0..{m - 1})", r, i))
+            continue
+        if problem.stage_to_rank[s] != r:
+            violations.append(Violation(
+                "wrong_rank", f"{op} at rank {r} position {i}: stage {s} of its {kind} part "
+                f"runs on rank {problem.stage_to_rank[s]} ({problem.placement} placement)",
+                r, i))
+            continue
+        x = (_KIND_INDEX[kind] * S + s) * m + j
+        if where[x] != _NO_OP:
+            r0, i0 = divmod(where[x], 1 << 32)
+            violations.append(Violation(
+                "duplicate", f"{part} appears twice: rank {r0} position {i0} and as a part "
+                f"of {op} at rank {r} position {i}", r, i))
+            continue
+        part_ids.append(x)
+    if len(violations) == found and op.stage_b == S - 1 and \
+            (op.stage, op.microbatch) == (op.stage_b, op.microbatch_b):
+        violations.append(Violation(
+            "fb_self", f"{op} at rank {r} position {i}: its backward needs its own forward's "
+            "output; run them as F then BW", r, i))
+    if len(violations) > found:
+        return _NO_OP
+    for x in part_ids:
+        where[x] = (r << 32) + i
+    pairs.append((part_ids[0], part_ids[1]))
+    return _FB * S * m + len(pairs) - 1
 
 
 def _check_complete(problem: Problem, where: list[int], violations: list[Violation]) -> None:
@@ -208,7 +266,7 @@ def _check_complete(problem: Problem, where: list[int], violations: list[Violati
 
 
 def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: list[int],
-          ) -> tuple[list[list[float | None]], list[list[float | None]],
+          pairs: list[tuple[int, int]]) -> tuple[list[list[float | None]], list[list[float | None]],
                      dict[int, tuple[int, int]]]:
     """List scheduling: each op starts when its rank is free and its input has arrived.
 
@@ -216,6 +274,7 @@ def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: 
     waiter list and is woken when it is timed, so the work is linear in the number of ops.
     Returns start and end times (None where never timed) and, for each rank left blocked,
     the position of its first untimed op and the id of the op that one waits for.
+    An FB waits for both its parts' dependencies and ends both parts at once.
     """
     S, m = problem.num_stages, problem.num_microbatches
     block = S * m
@@ -241,6 +300,22 @@ def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: 
                 i += 1
                 continue
             k, sj = divmod(x, block)
+            if k == _FB:
+                begin = _fb_begin(pairs[sj], t, end_of, where, block, m, last, comm_down)
+                if isinstance(begin, int):  # the id of a part's dependency not yet timed
+                    waiters.setdefault(begin, []).append(r)
+                    break
+                f_id, bw_id = pairs[sj]
+                sf, sb = (f_id % block) // m, (bw_id % block) // m
+                t = begin + problem.overlap * (dur[_F][sf] + dur[_BW][sb])
+                st[i], en[i] = begin, t
+                for y in (f_id, bw_id):
+                    end_of[y] = t
+                    woken = waiters.pop(y, None)
+                    if woken:
+                        ready.extend(woken)
+                i += 1
+                continue
             s = sj // m
             # The dependency (section 3) and the latency to it.
             if k == _F:
@@ -278,6 +353,35 @@ def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: 
     return start, end, stuck
 
 
+def _fb_begin(pair: tuple[int, int], t: float, end_of: list[float | None],
+              where: list[int], block: int, m: int, last: int, comm_down: list[float],
+              ) -> float | int:
+    """An FB's start (a float), or the id (an int) of a dependency not yet timed.
+
+    The same rules as `_time`'s loop, for the F part and the BW part of the FB.
+    """
+    begin = t
+    for x in pair:
+        k, sj = divmod(x, block)
+        s = sj // m
+        if k == _F:
+            if s == 0:
+                continue
+            dep, comm = x - m, comm_down[s - 1]
+        elif s == last:
+            dep, comm = sj, 0.0
+        else:
+            dep = block + sj + m
+            if where[dep] == _NO_OP and where[dep + 2 * block] != _NO_OP:
+                dep += 2 * block
+            comm = comm_down[s]
+        dep_end = end_of[dep]
+        if dep_end is None:
+            return dep
+        begin = max(begin, dep_end + comm)
+    return begin
+
+
 def _op_of(problem: Problem, x: int) -> Op:
     block = problem.num_stages * problem.num_microbatches
     k, sj = divmod(x, block)
@@ -312,8 +416,13 @@ def _deadlocks(problem: Problem, ranks: list[list[Op]], where: list[int],
 
 
 def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
-                  violations: list[Violation]) -> tuple[float, ...]:
-    """Peak of each rank's memory prefix sums; flags the first op over the limit."""
+                  violations: list[Violation], pairs: list[tuple[int, int]],
+                  ) -> tuple[float, ...]:
+    """Peak of each rank's memory prefix sums; flags the first op over the limit.
+
+    An FB counts as its F part then its BW part: the forward's activations are held
+    before the backward frees its own (a sequential runtime does exactly that).
+    """
     S, m = problem.num_stages, problem.num_microbatches
     block = S * m
     delta = [problem.m_b, tuple(w - b for b, w in zip(problem.m_b, problem.m_w, strict=True)),
@@ -327,6 +436,19 @@ def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
             if x == _NO_OP:
                 continue
             k, sj = divmod(x, block)
+            if k == _FB:
+                f_id, bw_id = pairs[sj]
+                high = held + delta[_F][(f_id % block) // m]
+                held = high + delta[_BW][(bw_id % block) // m]
+                if high > peak:
+                    peak = high
+                    if high > limit and not flagged:
+                        flagged = True
+                        violations.append(Violation(
+                            "memory", f"rank {r} holds {high:g} > memory_limit "
+                            f"{problem.memory_limit[r]:g} during {ranks[r][i]} (position {i})",
+                            r, i))
+                continue
             held += delta[k][sj // m]
             if held > peak:
                 peak = held
@@ -341,7 +463,8 @@ def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
 
 
 def _metrics(problem: Problem, ranks: list[list[Op]], start: list[list[float | None]],
-             end: list[list[float | None]], peak: tuple[float, ...]) -> Metrics:
+             end: list[list[float | None]], peak: tuple[float, ...],
+             has_fb: bool = False) -> Metrics:
     spans = []
     first, last = float("inf"), float("-inf")
     for r, ops in enumerate(ranks):
@@ -354,6 +477,9 @@ def _metrics(problem: Problem, ranks: list[list[Op]], start: list[list[float | N
         first, last = min(first, s0), max(last, e1)
     # A complete schedule runs every op of a rank's stages: its busy time is the profile's.
     busy = problem.busy_per_rank
+    if has_fb and problem.overlap != 1:
+        # Overlapped FBs take less than their parts: the busy time is the ops' own.
+        busy = tuple(sum(duration(problem, op) for op in ops) for ops in ranks)
     cost = max(spans)
     makespan = last - first if first <= last else 0.0
     # A span is never shorter than the rank's op time; the two sums round differently,
@@ -361,7 +487,27 @@ def _metrics(problem: Problem, ranks: list[list[Op]], start: list[list[float | N
     bubble = max(0.0, (cost - max(busy)) / cost) if cost > 0 else 0.0
     idle = tuple(max(0.0, (sp - b) / sp) if sp > 0 else 0.0
                  for sp, b in zip(spans, busy, strict=True))
-    bound = lower_bound(problem)
+    bound = lower_bound(problem) if problem.overlap == 1 else fb_lower_bound(problem)
     if cost < bound <= cost * (1 + 1e-12):
         bound = cost  # the bound's sums round differently from the timeline's
     return Metrics(cost, makespan, bubble, peak, bound, tuple(spans), busy, idle)
+
+
+def fb_lower_bound(problem: Problem) -> float:
+    """A lower bound on the cost that holds when FB ops may overlap (``overlap < 1``).
+
+    A rank's time is at least its op time. At best every F is overlapped with a BW, which
+    takes ``overlap`` of their sum; but each rank's first op is a plain F (no backward can
+    run before some forward of the rank) and its last compute of a backward is a plain
+    BW or B (a forward after it would have no backward left), so one F and one B run
+    at full length.
+    """
+    best = 0.0
+    for r, stages in enumerate(problem.rank_to_stages):
+        if not stages:
+            continue
+        full = problem.busy_per_rank[r]
+        floor = problem.overlap * full + (1 - problem.overlap) * (
+            min(problem.t_f[s] for s in stages) + min(problem.t_b[s] for s in stages))
+        best = max(best, min(full, floor))
+    return best

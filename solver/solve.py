@@ -14,11 +14,13 @@ from solver.chunking import with_chunks
 from solver.emit import schedule_from_simulation
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.exact import SCOPE_ALL, ExactResult, ProgressFn, proven_by_bound
+from solver.fb_fusion import fuse_fb
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
 from solver.improve import improve
 from solver.method_names import resolve_method
+from solver.ops import parts
 from solver.profile import Problem, Profile
 from solver.schedule import Schedule
 from solver.simulator import simulate
@@ -150,11 +152,22 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
             if best is None or value < best[0] - 1e-9:
                 best = (value, candidate, orders, name)
         assert best is not None
-        _, profile, orders, name = best
+        value, profile, orders, name = best
+        if profile.problem.overlap < 1:
+            fused = fuse_fb(profile.problem, orders, objective)
+            if fused != orders:
+                orders, name = fused, f"{name}+fb"
+                metrics = simulate(profile.problem, orders).metrics
+                assert metrics is not None  # fuse_fb keeps only valid orders
+                value = metrics.objective(objective)
         if method == ILP:
-            refined = refine(profile, orders, objective, exact or ExactOptions(), on_progress)
+            # The exact models have no FB op (DESIGN.md 6.4): they start from the FBs run
+            # as their parts, and an FB heuristic result they do not beat stays.
+            hint = [[part for op in ops for part in parts(op)] for ops in orders]
+            refined = refine(profile, hint, objective, exact or ExactOptions(), on_progress)
             assert refined.orders is not None  # a valid profile always admits a schedule
-            orders, name = refined.orders, f"ilp-{refined.backend}"
+            if hint == orders or (refined.objective or 0.0) <= value:
+                orders, name = refined.orders, f"ilp-{refined.backend}"
     else:
         generator = get_generator(method)
         profile = next((c for c in candidates if generator.supports(c.problem)), profile)
@@ -172,9 +185,14 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
         raise ScheduleInvalid(sim.violations, order=sim.order)
     # metrics.lower_bound is the simulator's: it holds over every schedule (DESIGN.md
     # section 3). An exact model's bound holds over its order family only, so it goes in
-    # `solver` with its scope named, never into the metrics.
+    # `solver` with its scope named, never into the metrics. The exact models have no FB
+    # op (DESIGN.md 6.4): with overlap < 1 an FB schedule may beat all they search, so
+    # their bound and "optimal" hold only without FB.
+    fb_scope = refined is not None and profile.problem.overlap < 1
+    status = refined.status if refined else "heuristic"
     schedule = schedule_from_simulation(
-        profile, sim, name, status=refined.status if refined else "heuristic",
+        profile, sim, name,
+        status="feasible" if fb_scope and status == "optimal" else status,
         objective=objective)
     assert schedule.solver is not None
     schedule.solver.bound_scope = SCOPE_ALL  # type: ignore[attr-defined]
@@ -183,12 +201,15 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     if refined is not None:
         # Extra fields (DESIGN.md section 4 allows them): how the search went.
         info = schedule.solver
-        value = info.objective
-        info.bound = max(info.bound, min(refined.bound, value))  # finish() checked it
-        info.gap = (value - info.bound) / value if value > 0 else 0.0
-        general = schedule.metrics.lower_bound if schedule.metrics else 0.0
-        info.bound_scope = (SCOPE_ALL if info.bound <= general  # type: ignore[attr-defined]
-                            else refined.scope)
+        if fb_scope:
+            info.bound_without_fb = refined.bound  # scope named, not the bound
+        else:
+            value = info.objective
+            info.bound = max(info.bound, min(refined.bound, value))  # finish() checked it
+            info.gap = (value - info.bound) / value if value > 0 else 0.0
+            general = schedule.metrics.lower_bound if schedule.metrics else 0.0
+            info.bound_scope = (SCOPE_ALL  # type: ignore[attr-defined]
+                                if info.bound <= general else refined.scope)
         info.backend = refined.backend
         # The window search keeps no order family: the FIFO flag says nothing there.
         info.fifo = (exact or ExactOptions()).fifo if refined.backend != "lns" else None

@@ -84,4 +84,10 @@ def get_generator(name: str) -> Generator:
 
 
 # Registration happens on import of the modules that define generators.
-from solver.generators import classic, interleaved, v_shape, zero_bubble  # noqa: E402, F401
+from solver.generators import (  # noqa: E402, F401
+    classic,
+    dualpipe_v,
+    interleaved,
+    v_shape,
+    zero_bubble,
+)

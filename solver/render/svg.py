@@ -30,12 +30,14 @@ _KIND_TO_COLOUR: dict[Kind, str] = {
     "B": "#2a9d8f",  # teal
     "W": "#e69b2d",  # amber
     "BW": "#8263b5",  # purple
+    "FB": "#c4504a",  # red: an F overlapped with a BW (DESIGN.md 6.4)
 }
 _KIND_TO_NAME: dict[Kind, str] = {
     "F": "F forward",
     "B": "B backward (input)",
     "W": "W backward (weights)",
     "BW": "BW backward (fused)",
+    "FB": "FB forward & backward (overlapped)",
 }
 # The last chunk of a rank is this far from its kind's colour towards white.
 _MAX_LIGHTEN = 0.55
@@ -80,7 +82,7 @@ def render_svg(schedule: Schedule) -> str:
         f'<rect class="background" width="{width:g}" height="{height:g}" fill="#ffffff"/>',
     ]
     out += _header(schedule)
-    kinds = [k for k in KINDS if any(op.kind == k for op in ops)]
+    kinds = [k for k in (*KINDS, "FB") if any(op.kind == k for op in ops)]
     out += _legend(kinds, num_chunks)
 
     # Grid lines first, so that ops are drawn over them.
@@ -104,11 +106,17 @@ def render_svg(schedule: Schedule) -> str:
             chunk = stages.index(op.stage) if op.stage in stages else 0
             fill = _shade(_KIND_TO_COLOUR[op.kind], chunk, num_chunks)
             tip = f"rank {r}: {op.kind}{op.microbatch} stage {op.stage} [{_t(start)}, {_t(end)}]"
+            if op.kind == "FB":  # one box, both parts named
+                tip = (f"rank {r}: FB = F{op.microbatch} stage {op.stage} & BW"
+                       f"{op.microbatch_b} stage {op.stage_b} [{_t(start)}, {_t(end)}]")
             out.append(f'<rect class="op" data-kind="{op.kind}" x="{x0:.2f}" y="{y:g}" '
                        f'width="{max(x1 - x0, 0.0):.2f}" height="{_LANE:g}" fill="{fill}" '
                        f'stroke="#ffffff" stroke-width="0.5"><title>{_esc(tip)}</title></rect>')
             label = str(op.microbatch)
+            if op.kind == "FB":
+                label = _fb_label(op, x1 - x0)
             if x1 - x0 >= len(label) * _CHAR_WIDTH + 6:
+                label = _esc(label)
                 out.append(f'<text x="{(x0 + x1) / 2:.2f}" y="{y + _LANE / 2 + 3.5:g}" '
                            f'font-size="{_OP_FONT}" text-anchor="middle" '
                            f'fill="{_text_colour(fill)}" pointer-events="none">{label}</text>')
@@ -128,6 +136,12 @@ def render_svg(schedule: Schedule) -> str:
                'text-anchor="middle" fill="#555555">time</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _fb_label(op: ScheduledOp, room: float) -> str:
+    """Both parts' labels: ``F3&BW2`` where it fits, else their microbatches ``3&2``."""
+    full = op.op.cell()
+    return full if room >= len(full) * _CHAR_WIDTH + 6 else f"{op.microbatch}&{op.microbatch_b}"
 
 
 def nice_step(total: float, target: int = 10) -> float:

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from solver.schedule import Schedule
+from solver.schedule import Schedule, ScheduledOp
 
 _PID = 0  # one process: the pipeline
 _US_PER_UNIT = 1000.0  # profile times are ms; trace timestamps are us
+
+
+def _fb_args(op: ScheduledOp) -> dict[str, Any]:
+    """An FB's BW part (DESIGN.md 6.4), in its event's args; nothing for other ops."""
+    if op.kind != "FB":
+        return {}
+    return {"stage_b": op.stage_b, "microbatch_b": op.microbatch_b}
 
 
 def render_trace(schedule: Schedule) -> dict[str, Any]:
@@ -46,7 +53,8 @@ def render_trace(schedule: Schedule) -> dict[str, Any]:
                 "name": op.op.cell(with_stage=multi_stage), "cat": op.kind, "ph": "X",
                 "pid": _PID, "tid": r,
                 "ts": op.start * _US_PER_UNIT, "dur": (op.end - op.start) * _US_PER_UNIT,
-                "args": {"stage": op.stage, "microbatch": op.microbatch, "kind": op.kind},
+                "args": {"stage": op.stage, "microbatch": op.microbatch, "kind": op.kind,
+                         **_fb_args(op)},
             })
     trace: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ms"}
     # Viewers show otherData as the trace's metadata.
