@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from solver.emit import schedule_from_orders
 from solver.generators import get_generator
 from solver.ops import FBOp
 from solver.profile import parse_profile
@@ -16,7 +17,7 @@ from solver.render.grid import order_grid, time_grid
 from solver.render.svg import render_svg
 from solver.render.torch_csv import render_torch_csv
 from solver.render.trace import render_trace
-from solver.schedule import Schedule, schedule_from_orders
+from solver.schedule import Schedule
 
 _SVG = "{http://www.w3.org/2000/svg}"
 

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from solver.emit import schedule_from_orders
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.ops import FBOp, Op, op_from_torch, parts
 from solver.profile import Problem, parse_profile
-from solver.schedule import parse_schedule, schedule_from_orders
+from solver.schedule import parse_schedule
 from solver.simulator import duration, fb_lower_bound, peak_memory, simulate, validate
 
 
