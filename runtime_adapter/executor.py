@@ -69,6 +69,16 @@ class PipelineExecutor:
             over microbatches.
         group: the pipeline's process group (default: the world).
         timeout_s: the longest any single wait may take before `PipelineTimeout`.
+        dp_group: the data-parallel group of this rank's replicas (same stages, other
+            data). Each parameter's gradient is averaged over it as soon as its last W of
+            the step has run, overlapped with the rest of the step; do not also wrap the
+            stages in DDP (its hooks never fire: B/W set ``.grad`` themselves).
+        tied: parameters held as copies on several pipeline ranks (a tied embedding and
+            head), each with the group of the ranks that hold a copy: their gradients are
+            summed over it at the end of the step. A tie between stages of one rank needs
+            nothing: it is one parameter object, and autograd accumulates both uses.
+        autocast_dtype: run every F under ``torch.autocast`` with this dtype (e.g.
+            ``torch.bfloat16``); parameters and gradients stay in their own dtype.
 
     Raises:
         ScheduleMismatch: on every rank, when any rank's stages, the world size or the
@@ -77,7 +87,9 @@ class PipelineExecutor:
 
     def __init__(self, schedule: Schedule | dict[str, Any], stages: Mapping[int, nn.Module],
                  loss_fn: LossFn, *, group: dist.ProcessGroup | None = None,
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float = 60.0, dp_group: dist.ProcessGroup | None = None,
+                 tied: Sequence[tuple[nn.Parameter, dist.ProcessGroup]] = (),
+                 autocast_dtype: torch.dtype | None = None) -> None:
         self.schedule = schedule if isinstance(schedule, Schedule) else parse_schedule(schedule)
         self.group = group
         self.rank = dist.get_rank(group)
@@ -91,7 +103,11 @@ class PipelineExecutor:
         m = self.schedule.profile.num_microbatches
         last = self.plan.num_stages - 1
         self.runners = {s: StageRunner(s, stages[s], is_last=s == last, loss_fn=loss_fn,
-                                       num_microbatches=m) for s in self.plan.stages}
+                                       num_microbatches=m, autocast_dtype=autocast_dtype)
+                        for s in self.plan.stages}
+        self.dp_group = dp_group
+        self.tied = list(tied)
+        self._reduce_after = self._reduction_points()
         self._in_meta: dict[int, tuple[torch.Size, torch.dtype]] = {}
         self._out_meta: dict[int, tuple[torch.Size, torch.dtype]] = {}
         self._input_meta: tuple[torch.Size, torch.dtype] | None = None
@@ -99,8 +115,27 @@ class PipelineExecutor:
                                for k, msg in enumerate(msgs)}
 
     def parameters(self) -> list[nn.Parameter]:
-        """This rank's stage parameters (for the optimizer)."""
-        return [p for s in self.plan.stages for p in self.runners[s].module.parameters()]
+        """This rank's stage parameters (for the optimizer), each object once: a weight
+        tied between two stages of this rank is listed, and stepped, once."""
+        seen: dict[int, nn.Parameter] = {}
+        for s in self.plan.stages:
+            for p in self.runners[s].module.parameters():
+                seen.setdefault(id(p), p)
+        return list(seen.values())
+
+    def _reduction_points(self) -> dict[int, list[nn.Parameter]]:
+        """Op index -> the trainable parameters whose last W of the step it is."""
+        last_w = {op.stage: i for i, op in enumerate(self.plan.ops) if op.kind in ("W", "BW")}
+        last: dict[int, tuple[int, nn.Parameter]] = {}
+        for s in self.plan.stages:
+            for p in self.runners[s].module.parameters():
+                if p.requires_grad:
+                    i = max(last_w[s], last.get(id(p), (-1, p))[0])
+                    last[id(p)] = (i, p)
+        points: dict[int, list[nn.Parameter]] = {}
+        for i, p in last.values():
+            points.setdefault(i, []).append(p)
+        return points
 
     # Setup.
 
@@ -144,7 +179,7 @@ class PipelineExecutor:
                 meta = decode_meta(header)
             assert meta is not None, "stage s-1 ran on this rank just before"
             self._in_meta[s] = meta
-            with torch.no_grad():
+            with torch.no_grad(), self.runners[s].autocast():
                 zeros = torch.zeros(meta[0], dtype=meta[1], device=self.device)
                 out = self.runners[s].module(zeros)
             meta = (out.shape, out.dtype)
@@ -159,7 +194,7 @@ class PipelineExecutor:
 
     def run(self, microbatches: Sequence[torch.Tensor] | None = None,
             targets: Sequence[torch.Tensor] | None = None, *, record: bool = False,
-            ) -> StepResult:
+            accumulate: bool = False, sync: bool = True) -> StepResult:
         """Run this rank's ops of one step; gradients end in the parameters' ``.grad``.
 
         Args:
@@ -167,6 +202,10 @@ class PipelineExecutor:
             targets: the `m` targets for `loss_fn` (needed on the rank of the last stage).
             record: measure each op's start and end (a barrier aligns the ranks' clocks;
                 on CUDA each op is synchronised).
+            accumulate: add this step's gradients to the ``.grad`` left by earlier calls
+                (gradient accumulation) instead of starting from none.
+            sync: reduce gradients over ``dp_group`` and ``tied`` in this call; pass False
+                on all but the last call of an accumulation (as DDP's ``no_sync``).
 
         Raises:
             ValueError: missing or wrongly sized microbatches or targets.
@@ -187,8 +226,9 @@ class PipelineExecutor:
         if not self._in_meta:
             self._handshake(inputs[0] if inputs is not None else None)
         for runner in self.runners.values():
-            for p in runner.module.parameters():
-                p.grad = None
+            if not accumulate:
+                for p in runner.module.parameters():
+                    p.grad = None
             runner.losses.clear()
         if record:
             work = dist.all_reduce(torch.zeros(1, device=self.device), group=self.group,
@@ -198,6 +238,7 @@ class PipelineExecutor:
         t0 = time.perf_counter()
         records: list[OpRecord] = []
         state = _StepState()
+        reducing: list[tuple[Any, nn.Parameter]] = []
         for i, op in enumerate(plan.ops):
             needed = plan.needs[i]
             self._post(state, needed)
@@ -215,17 +256,53 @@ class PipelineExecutor:
                 assert produced is not None, f"{op} sends {msg.describe()}"
                 state.to_send.append((msg, produced.contiguous()))
             state.reap()
+            if sync and self.dp_group is not None and i in self._reduce_after:
+                reducing += self._start_reduction(self._reduce_after[i])
         self._post(state, None)
         deadline = time.monotonic() + self.timeout_s
         for msg, (work, _) in state.sending.items():
             wait(work, deadline, f"rank {self.rank} after its last op, sending "
                  f"{msg.describe()}")
         assert not state.posted, f"received but unused: {list(state.posted)}"
+        if sync:
+            self._finish_reductions(reducing, deadline)
         loss = None
         if has_last:
             losses = self.runners[plan.num_stages - 1].losses
-            loss = sum(losses[j] for j in range(m)) / m
+            # One host read per step, after all the work was queued.
+            loss = float(torch.stack([losses[j] for j in range(m)]).double().mean())
         return StepResult(loss, records)
+
+    def _start_reduction(self, params: list[nn.Parameter]) -> list[tuple[Any, nn.Parameter]]:
+        """Start the data-parallel sums of `params`' gradients (their last W has run)."""
+        started = []
+        for p in params:
+            if p.grad is None:  # unused in this step on every replica alike
+                p.grad = torch.zeros_like(p)
+            started.append((dist.all_reduce(p.grad, group=self.dp_group, async_op=True), p))
+        return started
+
+    def _finish_reductions(self, reducing: list[tuple[Any, nn.Parameter]],
+                           deadline: float) -> None:
+        """Wait for the data-parallel sums, average them, then sum the cross-rank ties."""
+        for work, p in reducing:
+            wait(work, deadline, f"rank {self.rank} after its last op, waiting for the "
+                 f"data-parallel reduction of a gradient of shape {list(p.shape)} from "
+                 "its replicas")
+        if self.dp_group is not None:
+            size = dist.get_world_size(self.dp_group)
+            for _, p in reducing:
+                assert p.grad is not None
+                p.grad.div_(size)
+        works = []
+        for p, group in self.tied:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            works.append((dist.all_reduce(p.grad, group=group, async_op=True), p, group))
+        for work, p, group in works:
+            peers = dist.get_process_group_ranks(group)
+            wait(work, deadline, f"rank {self.rank} after its last op, waiting for the sum "
+                 f"of the tied weight of shape {list(p.shape)} over ranks {peers}")
 
     def _checked(self, name: str, values: Sequence[torch.Tensor] | None,
                  m: int) -> list[torch.Tensor]:

@@ -41,15 +41,18 @@ class StageRunner:
         loss_fn: ``loss_fn(output, target)`` of one microbatch.
         num_microbatches: the step's loss is the mean of the microbatches' losses, so each
             microbatch's loss is divided by it before its backward.
+        autocast_dtype: run F (and the loss) under ``torch.autocast`` with this dtype.
     """
 
     def __init__(self, stage: int, module: nn.Module, *, is_last: bool, loss_fn: LossFn,
-                 num_microbatches: int) -> None:
+                 num_microbatches: int, autocast_dtype: torch.dtype | None = None) -> None:
         self.stage = stage
         self.module = module
         self.is_last = is_last
         self.loss_fn = loss_fn
         self.num_microbatches = num_microbatches
+        self.autocast_dtype = autocast_dtype
+        self.loss_scale = 1.0  # a grad scaler's factor, set by the executor per step
         self.store = WeightGradStore()
         self.fallback_params = split_linears(module, self.store)
         fallback = {id(p) for p in self.fallback_params}
@@ -57,7 +60,13 @@ class StageRunner:
                               if p.requires_grad and id(p) not in fallback]
         self._forward: dict[int, _Forward] = {}
         self._deferred: dict[int, Deferred] = {}
-        self.losses: dict[int, float] = {}
+        self.losses: dict[int, torch.Tensor] = {}
+
+    def autocast(self) -> torch.autocast:
+        """The autocast context of F (disabled when no dtype was given)."""
+        device = next((p.device.type for p in self.module.parameters()), "cpu")
+        return torch.autocast(device, dtype=self.autocast_dtype,
+                              enabled=self.autocast_dtype is not None)
 
     def held(self) -> tuple[int, int]:
         """Microbatches between F and B, and between B and W (for leak checks)."""
@@ -78,14 +87,19 @@ class StageRunner:
             # A leaf of its own, so that B can ask autograd for exactly this gradient.
             leaf = x.detach().requires_grad_(True)
             x = leaf
-        output = self.module(x)
+        if self.is_last and target is None:
+            raise ValueError(f"invalid 'targets': got None for microbatch {microbatch}; "
+                             "expected a target tensor on the rank of the last stage")
+        with self.autocast():
+            output = self.module(x)
+            if self.is_last:
+                assert target is not None
+                loss = self.loss_fn(output, target)
         if self.is_last:
-            if target is None:
-                raise ValueError(f"invalid 'targets': got None for microbatch {microbatch}; "
-                                 "expected a target tensor on the rank of the last stage")
-            loss = self.loss_fn(output, target)
-            self.losses[microbatch] = float(loss.detach())
-            self._forward[microbatch] = _Forward(leaf, loss / self.num_microbatches)
+            # The loss stays a tensor (no .item()): on CUDA reading it would block the host.
+            self.losses[microbatch] = loss.detach()
+            self._forward[microbatch] = _Forward(
+                leaf, loss * (self.loss_scale / self.num_microbatches))
             return None
         self._forward[microbatch] = _Forward(leaf, output)
         return output.detach()
@@ -116,8 +130,10 @@ class StageRunner:
         finally:
             self.store.end()
         offset = 1 if wants_input else 0
-        for param, grad in zip(self.fallback_params,
-                               grads[offset:offset + len(self.fallback_params)], strict=True):
+        # Fallback parameters' gradients, and those autograd returns for a split Linear's
+        # parameter through another use (a tie, an F.linear): its own Function gave None.
+        for param, grad in zip(self.fallback_params + self.linear_params, grads[offset:],
+                               strict=True):
             if grad is not None:
                 deferred.fallback.append((param, grad))
         self._deferred[microbatch] = deferred
