@@ -28,11 +28,13 @@ import torch.distributed as dist
 from torch import nn
 
 from runtime_adapter.comm import (
+    PipelinePeerLost,
     PipelineTimeout,
     ScheduleMismatch,
     decode_meta,
     empty_meta,
     encode_meta,
+    posting,
     wait,
 )
 from runtime_adapter.plan import Message, RankPlan, check_schedule, plan_rank
@@ -241,7 +243,7 @@ class PipelineExecutor:
         reducing: list[tuple[Any, nn.Parameter]] = []
         for i, op in enumerate(plan.ops):
             needed = plan.needs[i]
-            self._post(state, needed)
+            self._post(state, needed, op)
             received = self._receive(state, needed, op) if needed is not None else None
             if record and self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
@@ -279,7 +281,11 @@ class PipelineExecutor:
         for p in params:
             if p.grad is None:  # unused in this step on every replica alike
                 p.grad = torch.zeros_like(p)
-            started.append((dist.all_reduce(p.grad, group=self.dp_group, async_op=True), p))
+            with posting(f"rank {self.rank} starting the data-parallel reduction of a "
+                         f"gradient of shape {list(p.shape)} over ranks "
+                         f"{dist.get_process_group_ranks(self.dp_group)}"):
+                work = dist.all_reduce(p.grad, group=self.dp_group, async_op=True)
+            started.append((work, p))
         return started
 
     def _finish_reductions(self, reducing: list[tuple[Any, nn.Parameter]],
@@ -298,7 +304,10 @@ class PipelineExecutor:
         for p, group in self.tied:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            works.append((dist.all_reduce(p.grad, group=group, async_op=True), p, group))
+            with posting(f"rank {self.rank} starting the sum of the tied weight of shape "
+                         f"{list(p.shape)} over ranks {dist.get_process_group_ranks(group)}"):
+                work = dist.all_reduce(p.grad, group=group, async_op=True)
+            works.append((work, p, group))
         for work, p, group in works:
             peers = dist.get_process_group_ranks(group)
             wait(work, deadline, f"rank {self.rank} after its last op, waiting for the sum "
@@ -312,7 +321,7 @@ class PipelineExecutor:
                              f"tensors on rank {self.rank}")
         return [v.to(self.device) for v in values]
 
-    def _post(self, state: _StepState, needed: Message | None) -> None:
+    def _post(self, state: _StepState, needed: Message | None, op: Op | None = None) -> None:
         """Post pending sends and the receives up to `needed` in its sender's order."""
         ops: list[dist.P2POp] = []
         kinds: list[tuple[str, Message, torch.Tensor]] = []
@@ -332,7 +341,14 @@ class PipelineExecutor:
             state.next_recv[src] = upto + 1
         if not ops:
             return
-        works = dist.batch_isend_irecv(ops)
+        before = (f"before op {op.kind}{op.microbatch} of stage {op.stage}" if op is not None
+                  else "after its last op")
+        peers = sorted({self._peer(msg.dst_rank if kind == "send" else msg.src_rank)
+                        for kind, msg, _ in kinds})
+        with posting(f"rank {self.rank} {before}, posting "
+                     + ", ".join(f"the {k} of {msg.describe()}" for k, msg, _ in kinds)
+                     + f" (peer rank(s) {peers})"):
+            works = dist.batch_isend_irecv(ops)
         for work, (kind, msg, tensor) in zip(works, kinds, strict=True):
             (state.sending if kind == "send" else state.posted)[msg] = (work, tensor)
 
@@ -345,9 +361,9 @@ class PipelineExecutor:
         work, buffer = state.posted.pop(msg)
         shape = "x".join(map(str, buffer.shape))
         wait(work, time.monotonic() + self.timeout_s,
-             f"rank {self.rank} timed out after {self.timeout_s:g} s before op {op.kind}"
-             f"{op.microbatch} of stage {op.stage} (torch name {op.to_torch()}), waiting for "
-             f"rank {msg.src_rank} to send {msg.describe()} ({buffer.dtype} [{shape}])")
+             f"rank {self.rank} before op {op.kind}{op.microbatch} of stage {op.stage} "
+             f"(torch name {op.to_torch()}), waiting for rank {msg.src_rank} to send "
+             f"{msg.describe()} ({buffer.dtype} [{shape}])")
         return buffer
 
     def _compute(self, op: Op, received: torch.Tensor | None,
@@ -398,4 +414,5 @@ class _StepState:
             del self.sending[msg]
 
 
-__all__ = ["PipelineExecutor", "PipelineTimeout", "ScheduleMismatch", "StepResult"]
+__all__ = ["PipelineExecutor", "PipelinePeerLost", "PipelineTimeout", "ScheduleMismatch",
+           "StepResult"]

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import copy
 import gc
+import os
+import signal
 import time
 import warnings
+from datetime import timedelta
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
+from runtime_adapter.comm import PipelineTimeout
 from runtime_adapter.executor import PipelineExecutor
+from runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
 from runtime_adapter.model import example_batch, mlp_stages, mse_loss
 from runtime_adapter.optim import step_optimizer
 from solver.ops import Op
 from solver.profile import parse_profile
 from solver.schedule import Schedule, schedule_from_orders
 from solver.solve import solve
+from tests.runtime_adapter import grid
 
 HIDDEN = 16
 CUSTOM = "gpipe-per-chunk"  # built here: valid for any placement
@@ -141,18 +148,53 @@ def post_validation(rank: int, world: int) -> list[dict[str, Any]]:
     return report
 
 
-def timeout(rank: int, world: int) -> str:
-    """Step 1 runs on both ranks; in step 2 rank 0 never starts, rank 1 must time out."""
+def timeout(rank: int, world: int, store_path: str) -> str:
+    """Step 1 runs on both ranks; in step 2 rank 0 never starts, rank 1 must time out.
+
+    Rank 0 stays alive (its connections open) until rank 1 says it is done, so rank 1
+    meets its own deadline, never a closed connection, however loaded the machine.
+    """
+    store = dist.FileStore(store_path, world)
     executor, inputs, targets = _executor(rank, world, "1f1b", 2, timeout_s=1.5)
     executor.run(inputs, targets)
     if rank == 0:
-        time.sleep(3.0)
+        store.wait(["rank1-done"], timedelta(seconds=120))
         return ""
     start = time.monotonic()
     try:
         executor.run(inputs, targets)
     except RuntimeError as exc:
         return f"{type(exc).__name__} after {time.monotonic() - start:.1f} s: {exc}"
+    finally:
+        store.set("rank1-done", "1")
+    return "no error"
+
+
+def killed(rank: int, world: int, victim: int, when: int, timeout_s: float) -> str:
+    """Two steps of 1F1B on the GPT; in step 2 rank `victim` kills itself (SIGKILL) at
+    the start of its F number `when`. Every other rank must raise, naming op and peer."""
+    schedule = grid.schedule_for("1f1b", world)
+    stages = split_stages(gpt_model(GPTConfig(layers=world)), world)
+    module = copy.deepcopy(stages[rank])
+    calls = [0]
+
+    def die_in_step_two(_module: nn.Module, _args: Any) -> None:
+        calls[0] += 1
+        if calls[0] == schedule.profile.num_microbatches + 2 + when:  # +1: the handshake
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    if rank == victim:
+        module.register_forward_pre_hook(die_in_step_two)
+    executor = PipelineExecutor(schedule, {rank: module}, gpt_loss, timeout_s=timeout_s)
+    tokens, targets = gpt_batch(GPTConfig(layers=world), schedule.profile.num_microbatches)
+    executor.run(tokens, targets)
+    start = time.monotonic()
+    try:
+        executor.run(tokens, targets)
+    except PipelineTimeout as exc:
+        # Raised (not returned): the launcher then skips the process group's teardown,
+        # which would wait for the dead rank.
+        raise type(exc)(f"after {time.monotonic() - start:.2f} s: {exc}") from None
     return "no error"
 
 
