@@ -138,3 +138,41 @@ def grid(rank: int, world: int, dp: int, engine: str,
             "num_params": float(sum(p.numel() for p in params)),
             "distinct": float(len({id(p) for p in params}) == len(params))}
     return out
+
+
+def accumulation(rank: int, world: int, dp: int) -> dict[str, float]:
+    """Two `run()` calls accumulated (the first with ``sync=False``), 2x2 ZB-H1, against
+    the reference that sums both calls' losses (each the mean of its microbatches)."""
+    pp = world // dp
+    d, r = divmod(rank, pp)
+    pp_groups = [dist.new_group([e * pp + q for q in range(pp)]) for e in range(dp)]
+    dp_groups = [dist.new_group([e * pp + q for e in range(dp)]) for q in range(pp)]
+    tie_groups = [dist.new_group([e * pp, e * pp + pp - 1]) for e in range(dp)]
+    schedule = schedule_for("zb-h1", pp)
+    n = schedule.profile.problem.num_stages
+    config = GPTConfig(layers=n)
+    model = gpt_model(config, seed=7)
+    calls = 2
+    tokens, targets = gpt_batch(config, calls * M * dp, seed=3)
+    reference = copy.deepcopy(model)
+    for x, y in zip(tokens, targets, strict=True):
+        (gpt_loss(reference(x), y) / (M * dp)).backward()
+    ref_grads = {k: p.grad for k, p in _named(dict(enumerate(split_stages(reference, n))))
+                 .items()}
+    mine = copy.deepcopy({s: split_stages(model, n)[s]
+                          for s in schedule.profile.problem.rank_to_stages[r]})
+    executor = PipelineExecutor(schedule, mine, gpt_loss, group=pp_groups[d],
+                                dp_group=dp_groups[r],
+                                tied=[(p, tie_groups[d]) for p in tied_parameters(mine)],
+                                timeout_s=60)
+    local_after_first = 0.0
+    for call in range(calls):
+        # Call c, replica d: microbatches (c * dp + d) * M ... + M.
+        first = (call * dp + d) * M
+        executor.run(tokens[first:first + M], targets[first:first + M],
+                     accumulate=call > 0, sync=call == calls - 1)
+        if call == 0:  # not reduced yet: this replica's own gradient, unlike the total
+            local_after_first = max(_rel(p.grad, ref_grads[k])
+                                    for k, p in _named(mine).items())
+    return {"grad": max(_rel(p.grad, ref_grads[k]) for k, p in _named(mine).items()),
+            "local_after_first": local_after_first}

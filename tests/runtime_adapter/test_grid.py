@@ -49,3 +49,10 @@ def test_pipelined_step_equals_the_unpipelined_model(
         assert figures["param"] <= TOLERANCE, (rank, figures)
     # One loss per replica: the rank of the last stage in each.
     assert sum(f["has_loss"] for f in per_rank) == TOPOLOGIES[topology]
+
+
+def test_gradients_accumulate_across_run_calls_and_reduce_once() -> None:
+    for rank, figures in enumerate(launch_local(grid.accumulation, 4, 2, timeout_s=300)):
+        assert figures["grad"] <= TOLERANCE, (rank, figures)
+        # After the first, unsynchronised call the gradient is far from the total.
+        assert figures["local_after_first"] > 0.1, (rank, figures)
