@@ -13,6 +13,10 @@ Usage (one process per rank, ``torch.distributed`` initialised)::
     executor = PipelineExecutor(schedule, {stage: module, ...}, loss_fn)
     result = executor.run(microbatches, targets)      # loss on the last stage's rank
     step_optimizer(optimizer, executor.parameters())  # runtime_adapter.optim
+
+Data parallel (``dp_group``), weights tied across ranks (``tied``), autocast
+(``autocast_dtype``) and gradient accumulation (``run(accumulate=..., sync=...)``) are
+the executor's own: B/W set ``.grad`` themselves, so DDP's and FSDP's hooks never fire.
 """
 
 from __future__ import annotations
