@@ -125,3 +125,13 @@ def test_killing_a_rank_mid_step_stops_every_survivor_with_op_and_peer(run: int)
         took = re.search(r"after ([0-9.]+) s:", first)
         assert took is not None and float(took.group(1)) <= KILL_TIMEOUT_S + 5, first
     assert time.monotonic() - start < 120
+
+
+def test_stages_may_pass_tuples_and_keyword_arguments() -> None:
+    # 4 stages on 2 ranks: a dict (with an int tensor, which carries no gradient back),
+    # then a tuple; the V placement hands stage 1 to stage 2 on the same rank.
+    methods = ["1f1b-interleaved", "zb-v"]
+    for rank, errors in enumerate(launch_local(workers.structured, 2, methods,
+                                               timeout_s=120)):
+        for method in methods:
+            assert errors[method] <= TOLERANCE, (rank, method, errors)

@@ -237,3 +237,68 @@ def leak(rank: int, world: int, steps: int) -> dict[str, float]:
     held = sum(a + b for r in executor.runners.values() for a, b in [r.held()])
     return {"rss_growth_mib": (marks[steps][0] - marks[10][0]) / 2**20,
             "tensor_growth": float(marks[steps][1] - marks[10][1]), "held": float(held)}
+
+
+class DictOut(nn.Module):
+    """Stage 0: a dict for the next stage's keyword arguments (with an int tensor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        ids = (x[:, :1] > 0).long()
+        return {"h": torch.tanh(self.lin(x)), "skip": 2 * x, "ids": ids}
+
+
+class KwargsToTuple(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, h: torch.Tensor, skip: torch.Tensor, ids: torch.Tensor,
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.lin(h) * (1 + ids), skip
+
+
+class TupleIn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, h: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        return self.lin(torch.tanh(h)) + skip
+
+
+def structured_stages() -> list[nn.Module]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(11)
+        return [DictOut(), KwargsToTuple(), TupleIn(), nn.Sequential(nn.LayerNorm(HIDDEN),
+                                                                     nn.Linear(HIDDEN, HIDDEN))]
+
+
+def structured(rank: int, world: int, methods: list[str]) -> dict[str, float]:
+    """Stages passing a dict (keyword arguments, one int tensor) and a tuple: largest
+    relative gradient and loss error against the unpipelined model, per method."""
+    out = {}
+    for method in methods:
+        schedule = grid.schedule_for(method, world)
+        stages = structured_stages()
+        m = schedule.profile.num_microbatches
+        inputs, targets = example_batch(m, hidden=HIDDEN, seed=3)
+        reference = copy.deepcopy(stages)
+        ref_losses = []
+        for x, y in zip(inputs, targets, strict=True):
+            h = reference[1](**reference[0](x))
+            loss = mse_loss(reference[3](reference[2](*h)), y)
+            (loss / m).backward()
+            ref_losses.append(loss.item())
+        mine = {s: copy.deepcopy(stages[s]) for s in schedule.profile.problem.rank_to_stages[rank]}
+        result = PipelineExecutor(schedule, mine, mse_loss, timeout_s=30).run(inputs, targets)
+        errors = [_rel(p.grad, q.grad) for s in mine
+                  for p, q in zip(mine[s].parameters(), reference[s].parameters(), strict=True)]
+        if result.loss is not None:
+            ref = sum(ref_losses) / m
+            errors.append(abs(result.loss - ref) / ref)
+        out[method] = max(errors)
+    return out
