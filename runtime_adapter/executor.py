@@ -223,7 +223,8 @@ class PipelineExecutor:
 
     def run(self, microbatches: Sequence[torch.Tensor] | None = None,
             targets: Sequence[torch.Tensor] | None = None, *, record: bool = False,
-            accumulate: bool = False, sync: bool = True) -> StepResult:
+            accumulate: bool = False, sync: bool = True,
+            loss_scale: float = 1.0) -> StepResult:
         """Run this rank's ops of one step; gradients end in the parameters' ``.grad``.
 
         Args:
@@ -235,6 +236,8 @@ class PipelineExecutor:
                 (gradient accumulation) instead of starting from none.
             sync: reduce gradients over ``dp_group`` and ``tied`` in this call; pass False
                 on all but the last call of an accumulation (as DDP's ``no_sync``).
+            loss_scale: multiply each loss by this before its backward (fp16 loss scaling;
+                see `runtime_adapter.optim.LossScaler`); the reported loss is unscaled.
 
         Raises:
             ValueError: missing or wrongly sized microbatches or targets.
@@ -259,6 +262,7 @@ class PipelineExecutor:
                 for p in runner.module.parameters():
                     p.grad = None
             runner.losses.clear()
+            runner.loss_scale = loss_scale
         if record:
             work = dist.all_reduce(torch.zeros(1, device=self.device), group=self.group,
                                    async_op=True)

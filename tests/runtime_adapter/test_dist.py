@@ -3,6 +3,7 @@ post-update validation, timeouts, refusal of mismatched stages, and the stash le
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from pathlib import Path
@@ -135,3 +136,15 @@ def test_stages_may_pass_tuples_and_keyword_arguments() -> None:
                                                timeout_s=120)):
         for method in methods:
             assert errors[method] <= TOLERANCE, (rank, method, errors)
+
+
+def test_loss_scaling_unscales_exactly_and_skips_overflowing_steps_on_every_rank() -> None:
+    per_rank = launch_local(workers.loss_scaling, 2, timeout_s=120)
+    for figures in per_rank:
+        assert figures["fp32_err"] <= 1e-6, figures
+        history = figures["history"]
+        # 2^40 overflows fp16 (max 65504): skipped, halved, ... until a finite step.
+        assert not history[0][1] and not history[0][2], history
+        assert history[-1][1] and history[-1][2] and figures["moved"], history
+        assert all(b[0] == a[0] / 2 for a, b in itertools.pairwise(history)), history
+    assert per_rank[0]["history"] == per_rank[1]["history"]  # both ranks alike

@@ -302,3 +302,42 @@ def structured(rank: int, world: int, methods: list[str]) -> dict[str, float]:
             errors.append(abs(result.loss - ref) / ref)
         out[method] = max(errors)
     return out
+
+
+def loss_scaling(rank: int, world: int) -> dict[str, Any]:
+    """The GPT under 1F1B: (a) fp32 with loss scale 1024 ends where scale 1 ends; (b) fp16
+    autocast from a scale that overflows: steps are skipped on every rank alike and the
+    scale backs off until one is finite."""
+    from runtime_adapter.optim import LossScaler
+
+    schedule = grid.schedule_for("1f1b", world)
+    config = GPTConfig(layers=world)
+    stages = split_stages(gpt_model(config, seed=7), world)
+    tokens, targets = gpt_batch(config, schedule.profile.num_microbatches)
+    ends = []
+    for scale in (1.0, 1024.0):
+        mine = copy.deepcopy({rank: stages[rank]})
+        executor = PipelineExecutor(schedule, mine, gpt_loss, timeout_s=30)
+        executor.run(tokens, targets, loss_scale=scale)
+        optimizer = torch.optim.AdamW(executor.parameters(), lr=1e-2)
+        step_optimizer(optimizer, executor.parameters(), loss_scale=scale)
+        ends.append([p.detach().clone() for p in executor.parameters()])
+    fp32_err = max(_rel(a, b) for a, b in zip(*ends, strict=True))
+
+    mine = copy.deepcopy({rank: stages[rank]})
+    executor = PipelineExecutor(schedule, mine, gpt_loss, timeout_s=30,
+                                autocast_dtype=torch.float16)
+    optimizer = torch.optim.AdamW(executor.parameters(), lr=1e-2)
+    scaler = LossScaler(init_scale=2.0**40)
+    before = [p.detach().clone() for p in executor.parameters()]
+    history = []
+    for _ in range(40):
+        executor.run(tokens, targets, loss_scale=scaler.scale)
+        outcome = step_optimizer(optimizer, executor.parameters(), loss_scale=scaler.scale)
+        history.append((scaler.scale, outcome.finite, outcome.stepped))
+        scaler.update(outcome.finite)
+        if outcome.stepped:
+            break
+    moved = any(not torch.equal(p, q) for p, q in zip(executor.parameters(), before,
+                                                      strict=True))
+    return {"fp32_err": fp32_err, "history": history, "moved": moved}
