@@ -7,7 +7,10 @@ timeout (gloo's is 30 minutes by default).
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +20,11 @@ import torch.distributed as dist
 
 class PipelineTimeout(RuntimeError):
     """A rank waited longer than its timeout for a peer (the message names op and peer)."""
+
+
+class PipelinePeerLost(PipelineTimeout):
+    """The backend reported a peer's connection gone while this rank posted or waited (the
+    message names the op, the peer and how long this rank had waited)."""
 
 
 class ScheduleMismatch(ValueError):
@@ -32,27 +40,57 @@ _HEADER_LEN = 10  # ndim, dtype code, up to 8 dims
 def wait(work: Any, deadline: float, what: str) -> None:
     """Wait for `work` until `deadline` (``time.monotonic()``); `what` names it on failure.
 
+    The error says how long this call really waited, measured, not the limit.
+
     Raises:
-        PipelineTimeout: past the deadline, or when the backend reports the peer gone.
+        PipelineTimeout: past the deadline.
+        PipelinePeerLost: the backend reported the peer gone (e.g. gloo's "Connection
+            closed by peer" when the peer process died).
     """
-    remaining = deadline - time.monotonic()
-    if remaining <= 0 and not work.is_completed():
-        raise PipelineTimeout(f"{what}: timed out (no time left)")
+    start = time.monotonic()
+    if deadline - start <= 0 and not work.is_completed():
+        raise PipelineTimeout(f"{what}: timed out: the step's wait limit had already passed")
     try:
         if dist.get_backend() == "gloo":
-            work.wait(timedelta(seconds=max(remaining, 1e-3)))
+            work.wait(timedelta(seconds=max(deadline - start, 1e-3)))
             return
-        # Other backends: poll, since their wait() may not honour a CPU-side timeout.
-        while not work.is_completed():
-            if time.monotonic() > deadline:
-                raise PipelineTimeout(f"{what}: timed out")
-            time.sleep(1e-4)
+        # NCCL and other device backends: wait() makes the current stream wait on the
+        # communication (it does not block the host); a dead or stuck peer surfaces
+        # through the process group's own timeout and watchdog.
         work.wait()
-    except PipelineTimeout:
-        raise
     except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PipelineTimeout(f"{what}: {first}") from None
+        elapsed = time.monotonic() - start
+        first = _backend_reason(exc)
+        if time.monotonic() >= deadline:
+            raise PipelineTimeout(f"{what}: timed out after waiting {elapsed:.1f} s"
+                                  ) from None
+        raise PipelinePeerLost(f"{what}: the peer's connection failed after waiting "
+                               f"{elapsed:.1f} s ({first})") from None
+
+
+@contextmanager
+def posting(what: str) -> Iterator[None]:
+    """Turn a backend error raised while posting (a peer already gone) into
+    `PipelinePeerLost` naming `what`."""
+    start = time.monotonic()
+    try:
+        yield
+    except RuntimeError as exc:
+        if isinstance(exc, PipelineTimeout):
+            raise
+        elapsed = time.monotonic() - start
+        raise PipelinePeerLost(f"{what}: the backend refused it after {elapsed:.1f} s, a "
+                               f"peer is gone ({_backend_reason(exc)})") from None
+
+
+def _backend_reason(exc: BaseException) -> str:
+    """The backend's own reason, without its source location and advice: gloo's
+    "[.../pair.cc:553] Connection closed by peer [addr]:port. This is typically ..."."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0])
+    return first.split(". This is")[0].rstrip(".")
 
 
 def encode_meta(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

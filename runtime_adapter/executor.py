@@ -13,6 +13,10 @@ Usage (one process per rank, ``torch.distributed`` initialised)::
     executor = PipelineExecutor(schedule, {stage: module, ...}, loss_fn)
     result = executor.run(microbatches, targets)      # loss on the last stage's rank
     step_optimizer(optimizer, executor.parameters())  # runtime_adapter.optim
+
+Data parallel (``dp_group``), weights tied across ranks (``tied``), autocast
+(``autocast_dtype``) and gradient accumulation (``run(accumulate=..., sync=...)``) are
+the executor's own: B/W set ``.grad`` themselves, so DDP's and FSDP's hooks never fire.
 """
 
 from __future__ import annotations
@@ -28,16 +32,24 @@ import torch.distributed as dist
 from torch import nn
 
 from runtime_adapter.comm import (
+    PipelinePeerLost,
     PipelineTimeout,
     ScheduleMismatch,
-    decode_meta,
-    empty_meta,
-    encode_meta,
+    posting,
     wait,
 )
 from runtime_adapter.plan import Message, RankPlan, check_schedule, plan_rank
 from runtime_adapter.stage import LossFn, StageRunner
 from runtime_adapter.timeline import OpRecord
+from runtime_adapter.values import (
+    Layout,
+    Value,
+    call,
+    decode_layout,
+    encode_layout,
+    flatten,
+    unflatten,
+)
 from solver.ops import Op
 from solver.schedule import Schedule, parse_schedule
 
@@ -69,6 +81,16 @@ class PipelineExecutor:
             over microbatches.
         group: the pipeline's process group (default: the world).
         timeout_s: the longest any single wait may take before `PipelineTimeout`.
+        dp_group: the data-parallel group of this rank's replicas (same stages, other
+            data). Each parameter's gradient is averaged over it as soon as its last W of
+            the step has run, overlapped with the rest of the step; do not also wrap the
+            stages in DDP (its hooks never fire: B/W set ``.grad`` themselves).
+        tied: parameters held as copies on several pipeline ranks (a tied embedding and
+            head), each with the group of the ranks that hold a copy: their gradients are
+            summed over it at the end of the step. A tie between stages of one rank needs
+            nothing: it is one parameter object, and autograd accumulates both uses.
+        autocast_dtype: run every F under ``torch.autocast`` with this dtype (e.g.
+            ``torch.bfloat16``); parameters and gradients stay in their own dtype.
 
     Raises:
         ScheduleMismatch: on every rank, when any rank's stages, the world size or the
@@ -77,7 +99,9 @@ class PipelineExecutor:
 
     def __init__(self, schedule: Schedule | dict[str, Any], stages: Mapping[int, nn.Module],
                  loss_fn: LossFn, *, group: dist.ProcessGroup | None = None,
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float = 60.0, dp_group: dist.ProcessGroup | None = None,
+                 tied: Sequence[tuple[nn.Parameter, dist.ProcessGroup]] = (),
+                 autocast_dtype: torch.dtype | None = None) -> None:
         self.schedule = schedule if isinstance(schedule, Schedule) else parse_schedule(schedule)
         self.group = group
         self.rank = dist.get_rank(group)
@@ -91,16 +115,39 @@ class PipelineExecutor:
         m = self.schedule.profile.num_microbatches
         last = self.plan.num_stages - 1
         self.runners = {s: StageRunner(s, stages[s], is_last=s == last, loss_fn=loss_fn,
-                                       num_microbatches=m) for s in self.plan.stages}
-        self._in_meta: dict[int, tuple[torch.Size, torch.dtype]] = {}
-        self._out_meta: dict[int, tuple[torch.Size, torch.dtype]] = {}
-        self._input_meta: tuple[torch.Size, torch.dtype] | None = None
+                                       num_microbatches=m, autocast_dtype=autocast_dtype)
+                        for s in self.plan.stages}
+        self.dp_group = dp_group
+        self.tied = list(tied)
+        self._reduce_after = self._reduction_points()
+        self._in_meta: dict[int, Layout] = {}
+        self._out_meta: dict[int, Layout] = {}
+        self._input_meta: Layout | None = None
         self._channel_index = {msg: (src, k) for src, msgs in self.plan.recv_order.items()
                                for k, msg in enumerate(msgs)}
 
     def parameters(self) -> list[nn.Parameter]:
-        """This rank's stage parameters (for the optimizer)."""
-        return [p for s in self.plan.stages for p in self.runners[s].module.parameters()]
+        """This rank's stage parameters (for the optimizer), each object once: a weight
+        tied between two stages of this rank is listed, and stepped, once."""
+        seen: dict[int, nn.Parameter] = {}
+        for s in self.plan.stages:
+            for p in self.runners[s].module.parameters():
+                seen.setdefault(id(p), p)
+        return list(seen.values())
+
+    def _reduction_points(self) -> dict[int, list[nn.Parameter]]:
+        """Op index -> the trainable parameters whose last W of the step it is."""
+        last_w = {op.stage: i for i, op in enumerate(self.plan.ops) if op.kind in ("W", "BW")}
+        last: dict[int, tuple[int, nn.Parameter]] = {}
+        for s in self.plan.stages:
+            for p in self.runners[s].module.parameters():
+                if p.requires_grad:
+                    i = max(last_w[s], last.get(id(p), (-1, p))[0])
+                    last[id(p)] = (i, p)
+        points: dict[int, list[nn.Parameter]] = {}
+        for i, p in last.values():
+            points.setdefault(i, []).append(p)
+        return points
 
     # Setup.
 
@@ -121,45 +168,63 @@ class PipelineExecutor:
             raise ScheduleMismatch(f"rank(s) {bad} refused the schedule (see their error); "
                                    f"rank {self.rank} stops before any traffic")
 
-    def _handshake(self, example: torch.Tensor | None) -> None:
-        """Learn every boundary's activation shape, in stage order (once per executor).
+    def _handshake(self, example: Value | None) -> None:
+        """Learn every boundary's layout (tensors, shapes, dtypes), in stage order (once
+        per executor).
 
-        Each stage runs one no-grad forward on zeros of its input's shape and passes its
-        output's shape and dtype on; a chain in stage order cannot deadlock.
+        Each stage runs one no-grad forward on zeros of its input's layout and passes its
+        output's layout on (its length, then the layout); a chain in stage order cannot
+        deadlock.
         """
         plan, deadline = self.plan, time.monotonic() + self.timeout_s
-        meta: tuple[torch.Size, torch.dtype] | None = None
+        layout: Layout | None = None
         for s in range(plan.num_stages):
             here = plan.stage_to_rank[s]
             if here != self.rank:
                 continue
             if s == 0:
                 assert example is not None, "the rank of stage 0 has the microbatches"
-                meta = (example.shape, example.dtype)
+                layout = flatten(example, "microbatches")[0]
             elif plan.stage_to_rank[s - 1] != self.rank:
-                header = empty_meta(self.device)
-                work = dist.irecv(header, self._peer(plan.stage_to_rank[s - 1]), self.group)
-                wait(work, deadline, f"rank {self.rank} waiting for the activation shape of "
-                     f"stage {s - 1} from rank {plan.stage_to_rank[s - 1]}")
-                meta = decode_meta(header)
-            assert meta is not None, "stage s-1 ran on this rank just before"
-            self._in_meta[s] = meta
-            with torch.no_grad():
-                zeros = torch.zeros(meta[0], dtype=meta[1], device=self.device)
-                out = self.runners[s].module(zeros)
-            meta = (out.shape, out.dtype)
-            self._out_meta[s] = meta
-            if s + 1 < plan.num_stages and plan.stage_to_rank[s + 1] != self.rank:
-                header = encode_meta(out.shape, out.dtype, self.device)
-                work = dist.isend(header, self._peer(plan.stage_to_rank[s + 1]), self.group)
-                wait(work, deadline, f"rank {self.rank} sending the activation shape of "
-                     f"stage {s} to rank {plan.stage_to_rank[s + 1]}")
+                src = plan.stage_to_rank[s - 1]
+                what = (f"rank {self.rank} waiting for the activation layout of stage "
+                        f"{s - 1} from rank {src}")
+                size = torch.zeros(1, dtype=torch.int64, device=self.device)
+                with posting(what):
+                    work = dist.irecv(size, self._peer(src), self.group)
+                wait(work, deadline, what)
+                data = torch.zeros(int(size.item()), dtype=torch.int64, device=self.device)
+                with posting(what):
+                    work = dist.irecv(data, self._peer(src), self.group)
+                wait(work, deadline, what)
+                layout = decode_layout(data)
+            assert layout is not None, "stage s-1 ran on this rank just before"
+            self._in_meta[s] = layout
+            with torch.no_grad(), self.runners[s].autocast():
+                zeros = [torch.zeros(shape, dtype=dtype, device=self.device)
+                         for shape, dtype in layout.metas]
+                out = call(self.runners[s].module, unflatten(layout, zeros))
+            if s + 1 == plan.num_stages:
+                continue
+            layout = flatten(out, f"output of stage {s}")[0]
+            self._out_meta[s] = layout
+            if plan.stage_to_rank[s + 1] != self.rank:
+                dst = plan.stage_to_rank[s + 1]
+                what = (f"rank {self.rank} sending the activation layout of stage {s} to "
+                        f"rank {dst}")
+                data = encode_layout(layout, self.device)
+                size = torch.tensor([data.numel()], dtype=torch.int64, device=self.device)
+                for tensor in (size, data):
+                    with posting(what):
+                        work = dist.isend(tensor, self._peer(dst), self.group)
+                    wait(work, deadline, what)
 
     # The step.
 
     def run(self, microbatches: Sequence[torch.Tensor] | None = None,
             targets: Sequence[torch.Tensor] | None = None, *, record: bool = False,
-            ) -> StepResult:
+            accumulate: bool = False, sync: bool = True,
+            loss_scale: float = 1.0) -> StepResult:
         """Run this rank's ops of one step; gradients end in the parameters' ``.grad``.
 
         Args:
@@ -167,6 +232,12 @@ class PipelineExecutor:
             targets: the `m` targets for `loss_fn` (needed on the rank of the last stage).
             record: measure each op's start and end (a barrier aligns the ranks' clocks;
                 on CUDA each op is synchronised).
+            accumulate: add this step's gradients to the ``.grad`` left by earlier calls
+                (gradient accumulation) instead of starting from none.
+            sync: reduce gradients over ``dp_group`` and ``tied`` in this call; pass False
+                on all but the last call of an accumulation (as DDP's ``no_sync``).
+            loss_scale: multiply each loss by this before its backward (fp16 loss scaling;
+                see `runtime_adapter.optim.LossScaler`); the reported loss is unscaled.
 
         Raises:
             ValueError: missing or wrongly sized microbatches or targets.
@@ -179,17 +250,19 @@ class PipelineExecutor:
         inputs = self._checked("microbatches", microbatches, m) if has_first else None
         labels = self._checked("targets", targets, m) if has_last else None
         if inputs is not None:
-            meta = (inputs[0].shape, inputs[0].dtype)
-            if self._input_meta is not None and meta != self._input_meta:
-                raise ValueError(f"invalid 'microbatches': got shape {tuple(meta[0])}; "
-                                 f"expected {tuple(self._input_meta[0])} as in the first step")
-            self._input_meta = meta
+            layout = flatten(inputs[0], "microbatches")[0]
+            if self._input_meta is not None and layout != self._input_meta:
+                raise ValueError(f"invalid 'microbatches': got {_describe(layout)}; expected "
+                                 f"{_describe(self._input_meta)} as in the first step")
+            self._input_meta = layout
         if not self._in_meta:
             self._handshake(inputs[0] if inputs is not None else None)
         for runner in self.runners.values():
-            for p in runner.module.parameters():
-                p.grad = None
+            if not accumulate:
+                for p in runner.module.parameters():
+                    p.grad = None
             runner.losses.clear()
+            runner.loss_scale = loss_scale
         if record:
             work = dist.all_reduce(torch.zeros(1, device=self.device), group=self.group,
                                    async_op=True)
@@ -198,9 +271,10 @@ class PipelineExecutor:
         t0 = time.perf_counter()
         records: list[OpRecord] = []
         state = _StepState()
+        reducing: list[tuple[Any, nn.Parameter]] = []
         for i, op in enumerate(plan.ops):
             needed = plan.needs[i]
-            self._post(state, needed)
+            self._post(state, needed, op)
             received = self._receive(state, needed, op) if needed is not None else None
             if record and self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
@@ -212,70 +286,136 @@ class PipelineExecutor:
                 records.append(OpRecord(op.kind, op.stage, op.microbatch, start - t0,
                                         time.perf_counter() - t0))
             for msg in plan.sends[i]:
-                assert produced is not None, f"{op} sends {msg.describe()}"
-                state.to_send.append((msg, produced.contiguous()))
+                # A gradient of no tensors: the stage's input had none in floating point.
+                assert produced is not None or msg.kind == "gradient", f"{op} sends {msg}"
+                tensors = ([] if produced is None else
+                           flatten(produced, "output")[1] if msg.kind == "activation"
+                           else [produced] if isinstance(produced, torch.Tensor)
+                           else list(produced))
+                state.to_send.append((msg, [t.contiguous() for t in tensors]))
             state.reap()
+            if sync and self.dp_group is not None and i in self._reduce_after:
+                reducing += self._start_reduction(self._reduce_after[i])
         self._post(state, None)
         deadline = time.monotonic() + self.timeout_s
-        for msg, (work, _) in state.sending.items():
-            wait(work, deadline, f"rank {self.rank} after its last op, sending "
-                 f"{msg.describe()}")
+        for msg, (works, _) in state.sending.items():
+            for work in works:
+                wait(work, deadline, f"rank {self.rank} after its last op, sending "
+                     f"{msg.describe()}")
         assert not state.posted, f"received but unused: {list(state.posted)}"
+        if sync:
+            self._finish_reductions(reducing, deadline)
         loss = None
         if has_last:
             losses = self.runners[plan.num_stages - 1].losses
-            loss = sum(losses[j] for j in range(m)) / m
+            # One host read per step, after all the work was queued.
+            loss = float(torch.stack([losses[j] for j in range(m)]).double().mean())
         return StepResult(loss, records)
 
-    def _checked(self, name: str, values: Sequence[torch.Tensor] | None,
-                 m: int) -> list[torch.Tensor]:
+    def _start_reduction(self, params: list[nn.Parameter]) -> list[tuple[Any, nn.Parameter]]:
+        """Start the data-parallel sums of `params`' gradients (their last W has run)."""
+        started = []
+        for p in params:
+            if p.grad is None:  # unused in this step on every replica alike
+                p.grad = torch.zeros_like(p)
+            with posting(f"rank {self.rank} starting the data-parallel reduction of a "
+                         f"gradient of shape {list(p.shape)} over ranks "
+                         f"{dist.get_process_group_ranks(self.dp_group)}"):
+                work = dist.all_reduce(p.grad, group=self.dp_group, async_op=True)
+            started.append((work, p))
+        return started
+
+    def _finish_reductions(self, reducing: list[tuple[Any, nn.Parameter]],
+                           deadline: float) -> None:
+        """Wait for the data-parallel sums, average them, then sum the cross-rank ties."""
+        for work, p in reducing:
+            wait(work, deadline, f"rank {self.rank} after its last op, waiting for the "
+                 f"data-parallel reduction of a gradient of shape {list(p.shape)} from "
+                 "its replicas")
+        if self.dp_group is not None:
+            size = dist.get_world_size(self.dp_group)
+            for _, p in reducing:
+                assert p.grad is not None
+                p.grad.div_(size)
+        works = []
+        for p, group in self.tied:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            with posting(f"rank {self.rank} starting the sum of the tied weight of shape "
+                         f"{list(p.shape)} over ranks {dist.get_process_group_ranks(group)}"):
+                work = dist.all_reduce(p.grad, group=group, async_op=True)
+            works.append((work, p, group))
+        for work, p, group in works:
+            peers = dist.get_process_group_ranks(group)
+            wait(work, deadline, f"rank {self.rank} after its last op, waiting for the sum "
+                 f"of the tied weight of shape {list(p.shape)} over ranks {peers}")
+
+    def _checked(self, name: str, values: Sequence[Value] | None, m: int) -> list[Value]:
         if values is None or len(values) != m:
             got = "None" if values is None else f"{len(values)} tensors"
             raise ValueError(f"invalid '{name}': got {got}; expected num_microbatches = {m} "
                              f"tensors on rank {self.rank}")
-        return [v.to(self.device) for v in values]
+        moved = []
+        for v in values:
+            layout, tensors = flatten(v, name)
+            moved.append(unflatten(layout, [t.to(self.device) for t in tensors]))
+        return moved
 
-    def _post(self, state: _StepState, needed: Message | None) -> None:
+    def _post(self, state: _StepState, needed: Message | None, op: Op | None = None) -> None:
         """Post pending sends and the receives up to `needed` in its sender's order."""
         ops: list[dist.P2POp] = []
-        kinds: list[tuple[str, Message, torch.Tensor]] = []
-        for msg, tensor in state.to_send:
-            ops.append(dist.P2POp(dist.isend, tensor, self._peer(msg.dst_rank), self.group))
-            kinds.append(("send", msg, tensor))
+        kinds: list[tuple[str, Message, list[torch.Tensor]]] = []
+        for msg, tensors in state.to_send:
+            ops += [dist.P2POp(dist.isend, t, self._peer(msg.dst_rank), self.group)
+                    for t in tensors]
+            kinds.append(("send", msg, tensors))
         state.to_send.clear()
         if needed is not None and needed not in state.posted:
             src, upto = self._channel_index[needed]
             channel = self.plan.recv_order[src]
             for k in range(state.next_recv.get(src, 0), upto + 1):
                 msg = channel[k]
-                shape, dtype = self._recv_meta(msg)
-                buffer = torch.empty(shape, dtype=dtype, device=self.device)
-                ops.append(dist.P2POp(dist.irecv, buffer, self._peer(src), self.group))
-                kinds.append(("recv", msg, buffer))
+                buffers = [torch.empty(shape, dtype=dtype, device=self.device)
+                           for shape, dtype in self._recv_meta(msg)]
+                ops += [dist.P2POp(dist.irecv, b, self._peer(src), self.group)
+                        for b in buffers]
+                kinds.append(("recv", msg, buffers))
             state.next_recv[src] = upto + 1
-        if not ops:
+        if not kinds:
             return
-        works = dist.batch_isend_irecv(ops)
-        for work, (kind, msg, tensor) in zip(works, kinds, strict=True):
-            (state.sending if kind == "send" else state.posted)[msg] = (work, tensor)
+        before = (f"before op {op.kind}{op.microbatch} of stage {op.stage}" if op is not None
+                  else "after its last op")
+        peers = sorted({self._peer(msg.dst_rank if kind == "send" else msg.src_rank)
+                        for kind, msg, _ in kinds})
+        with posting(f"rank {self.rank} {before}, posting "
+                     + ", ".join(f"the {k} of {msg.describe()}" for k, msg, _ in kinds)
+                     + f" (peer rank(s) {peers})"):
+            works = iter(dist.batch_isend_irecv(ops) if ops else [])
+        for kind, msg, tensors in kinds:
+            mine = [next(works) for _ in tensors]
+            (state.sending if kind == "send" else state.posted)[msg] = (mine, tensors)
 
-    def _recv_meta(self, msg: Message) -> tuple[torch.Size, torch.dtype]:
+    def _recv_meta(self, msg: Message) -> tuple[tuple[torch.Size, torch.dtype], ...]:
         if msg.kind == "activation":
-            return self._in_meta[msg.dst_stage]
-        return self._out_meta[msg.dst_stage]
+            return self._in_meta[msg.dst_stage].metas
+        return self._out_meta[msg.dst_stage].grad_metas
 
-    def _receive(self, state: _StepState, msg: Message, op: Op) -> torch.Tensor:
-        work, buffer = state.posted.pop(msg)
-        shape = "x".join(map(str, buffer.shape))
-        wait(work, time.monotonic() + self.timeout_s,
-             f"rank {self.rank} timed out after {self.timeout_s:g} s before op {op.kind}"
-             f"{op.microbatch} of stage {op.stage} (torch name {op.to_torch()}), waiting for "
-             f"rank {msg.src_rank} to send {msg.describe()} ({buffer.dtype} [{shape}])")
-        return buffer
+    def _receive(self, state: _StepState, msg: Message, op: Op) -> Any:
+        """Wait for `msg`: an activation comes back in its layout, a gradient as a list."""
+        works, buffers = state.posted.pop(msg)
+        deadline = time.monotonic() + self.timeout_s
+        for work, buffer in zip(works, buffers, strict=True):
+            shape = "x".join(map(str, buffer.shape))
+            wait(work, deadline,
+                 f"rank {self.rank} before op {op.kind}{op.microbatch} of stage {op.stage} "
+                 f"(torch name {op.to_torch()}), waiting for rank {msg.src_rank} to send "
+                 f"{msg.describe()} ({buffer.dtype} [{shape}])")
+        if msg.kind == "activation":
+            return unflatten(self._in_meta[msg.dst_stage], buffers)
+        return buffers
 
-    def _compute(self, op: Op, received: torch.Tensor | None,
-                 inputs: list[torch.Tensor] | None, labels: list[torch.Tensor] | None,
-                 state: _StepState) -> torch.Tensor | None:
+    def _compute(self, op: Op, received: Any, inputs: list[Value] | None,
+                 labels: list[torch.Tensor] | None, state: _StepState) -> Any:
         s, j = op.stage, op.microbatch
         runner = self.runners[s]
         if op.kind == "F":
@@ -304,21 +444,29 @@ class PipelineExecutor:
         return None
 
 
+def _describe(layout: Layout) -> str:
+    shapes = ", ".join(f"{tuple(shape)}" for shape, _ in layout.metas)
+    keys = f" keys {list(layout.keys)}" if layout.keys else ""
+    return f"a {layout.kind}{keys} of shape(s) {shapes}"
+
+
 @dataclass
 class _StepState:
     """The in-flight traffic and same-rank hand-offs of one step."""
 
-    to_send: list[tuple[Message, torch.Tensor]] = field(default_factory=list)
-    sending: dict[Message, tuple[Any, torch.Tensor]] = field(default_factory=dict)
-    posted: dict[Message, tuple[Any, torch.Tensor]] = field(default_factory=dict)
+    to_send: list[tuple[Message, list[torch.Tensor]]] = field(default_factory=list)
+    sending: dict[Message, tuple[list[Any], list[torch.Tensor]]] = field(default_factory=dict)
+    posted: dict[Message, tuple[list[Any], list[torch.Tensor]]] = field(default_factory=dict)
     next_recv: dict[int, int] = field(default_factory=dict)
-    local: dict[tuple[str, int, int], torch.Tensor] = field(default_factory=dict)
+    local: dict[tuple[str, int, int], Any] = field(default_factory=dict)
 
     def reap(self) -> None:
         """Forget sends that completed, so their buffers are freed during the step."""
-        done = [msg for msg, (work, _) in self.sending.items() if work.is_completed()]
+        done = [msg for msg, (works, _) in self.sending.items()
+                if all(w.is_completed() for w in works)]
         for msg in done:
             del self.sending[msg]
 
 
-__all__ = ["PipelineExecutor", "PipelineTimeout", "ScheduleMismatch", "StepResult"]
+__all__ = ["PipelineExecutor", "PipelinePeerLost", "PipelineTimeout", "ScheduleMismatch",
+           "StepResult"]

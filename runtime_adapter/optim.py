@@ -48,7 +48,7 @@ class StepOutcome:
 def step_optimizer(optimizer: torch.optim.Optimizer, params: Sequence[nn.Parameter], *,
                    post_validation: bool = False, max_grad_norm: float | None = None,
                    group: dist.ProcessGroup | None = None,
-                   timeout_s: float = 60.0) -> StepOutcome:
+                   timeout_s: float = 60.0, loss_scale: float = 1.0) -> StepOutcome:
     """Step `optimizer` over this rank's `params` after the global gradient check.
 
     Args:
@@ -58,6 +58,10 @@ def step_optimizer(optimizer: torch.optim.Optimizer, params: Sequence[nn.Paramet
         max_grad_norm: clip the global gradient norm to this value (None: no clipping).
         group: the pipeline's process group.
         timeout_s: the longest the reduction may take.
+        loss_scale: the factor the step's losses were multiplied by (``run(loss_scale=)``,
+            fp16 loss scaling): gradients are divided by it first, so the norm, the
+            NaN/inf check (over every rank, so all ranks skip or step alike) and the step
+            see the true gradients. `LossScaler` adapts it from the outcome.
 
     Raises:
         ValueError: a `max_grad_norm` that is not a number > 0.
@@ -66,7 +70,12 @@ def step_optimizer(optimizer: torch.optim.Optimizer, params: Sequence[nn.Paramet
     if max_grad_norm is not None and not (math.isfinite(max_grad_norm) and max_grad_norm > 0):
         raise ValueError(f"invalid 'max_grad_norm': got {max_grad_norm}; expected a number "
                          "> 0 or None")
+    if not (math.isfinite(loss_scale) and loss_scale > 0):
+        raise ValueError(f"invalid 'loss_scale': got {loss_scale}; expected a number > 0")
     grads = [p.grad for p in params if p.grad is not None]
+    if loss_scale != 1.0:
+        for g in grads:
+            g.div_(loss_scale)
     device = grads[0].device if grads else torch.device("cpu")
     local = torch.zeros(2, dtype=torch.float64, device=device)
     for g in grads:
@@ -116,3 +125,42 @@ def _restore(optimizer: torch.optim.Optimizer, params: Sequence[nn.Parameter],
         for p, saved in zip(params, snapshot.params, strict=True):
             p.copy_(saved)
     optimizer.load_state_dict(snapshot.state)
+
+
+class LossScaler:
+    """Dynamic loss scaling for fp16 (the policy of ``torch.amp.GradScaler``), over the
+    whole pipeline: the inf/NaN check is `step_optimizer`'s, reduced over every rank.
+
+    Usage::
+
+        result = executor.run(xs, ys, loss_scale=scaler.scale)
+        outcome = step_optimizer(optimizer, params, loss_scale=scaler.scale)
+        scaler.update(outcome.finite)
+    """
+
+    def __init__(self, *, init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000) -> None:
+        for name, value, ok in (("init_scale", init_scale, init_scale > 0),
+                                ("growth_factor", growth_factor, growth_factor > 1),
+                                ("backoff_factor", backoff_factor, 0 < backoff_factor < 1),
+                                ("growth_interval", growth_interval, growth_interval >= 1)):
+            if not ok:
+                raise ValueError(f"invalid '{name}': got {value}; expected init_scale > 0, "
+                                 "growth_factor > 1, 0 < backoff_factor < 1, "
+                                 "growth_interval >= 1")
+        self.scale = float(init_scale)
+        self.growth_factor = growth_factor
+        self.backoff_factor = backoff_factor
+        self.growth_interval = growth_interval
+        self._good_steps = 0
+
+    def update(self, finite: bool) -> None:
+        """Back off after a non-finite step; grow after `growth_interval` finite ones."""
+        if not finite:
+            self.scale *= self.backoff_factor
+            self._good_steps = 0
+            return
+        self._good_steps += 1
+        if self._good_steps == self.growth_interval:
+            self.scale *= self.growth_factor
+            self._good_steps = 0

@@ -7,12 +7,13 @@ the Linear inputs and output gradients, and fallback gradients); W frees the res
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from runtime_adapter.values import Value, call, flatten, unflatten
 from runtime_adapter.weight_grad import (
     Deferred,
     WeightGradStore,
@@ -25,10 +26,12 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 @dataclass
 class _Forward:
-    """What F holds until B: the input leaf and the output (or scaled loss) with its graph."""
+    """What F holds until B: the floating-point input leaves and the outputs that carry a
+    gradient (or the scaled loss) with their graph."""
 
-    input: torch.Tensor | None
-    output: torch.Tensor
+    inputs: list[torch.Tensor]
+    outputs: list[torch.Tensor | None]  # per floating-point output; None: no graph
+    single: bool  # the input was one tensor: B returns one gradient, not a list
 
 
 class StageRunner:
@@ -41,15 +44,18 @@ class StageRunner:
         loss_fn: ``loss_fn(output, target)`` of one microbatch.
         num_microbatches: the step's loss is the mean of the microbatches' losses, so each
             microbatch's loss is divided by it before its backward.
+        autocast_dtype: run F (and the loss) under ``torch.autocast`` with this dtype.
     """
 
     def __init__(self, stage: int, module: nn.Module, *, is_last: bool, loss_fn: LossFn,
-                 num_microbatches: int) -> None:
+                 num_microbatches: int, autocast_dtype: torch.dtype | None = None) -> None:
         self.stage = stage
         self.module = module
         self.is_last = is_last
         self.loss_fn = loss_fn
         self.num_microbatches = num_microbatches
+        self.autocast_dtype = autocast_dtype
+        self.loss_scale = 1.0  # a grad scaler's factor, set by the executor per step
         self.store = WeightGradStore()
         self.fallback_params = split_linears(module, self.store)
         fallback = {id(p) for p in self.fallback_params}
@@ -57,7 +63,13 @@ class StageRunner:
                               if p.requires_grad and id(p) not in fallback]
         self._forward: dict[int, _Forward] = {}
         self._deferred: dict[int, Deferred] = {}
-        self.losses: dict[int, float] = {}
+        self.losses: dict[int, torch.Tensor] = {}
+
+    def autocast(self) -> torch.autocast:
+        """The autocast context of F (disabled when no dtype was given)."""
+        device = next((p.device.type for p in self.module.parameters()), "cpu")
+        return torch.autocast(device, dtype=self.autocast_dtype,
+                              enabled=self.autocast_dtype is not None)
 
     def held(self) -> tuple[int, int]:
         """Microbatches between F and B, and between B and W (for leak checks)."""
@@ -68,60 +80,97 @@ class StageRunner:
         deferred = self._deferred.get(microbatch)
         return deferred.nbytes() if deferred is not None else 0
 
-    def forward(self, microbatch: int, x: torch.Tensor, target: torch.Tensor | None = None,
-                ) -> torch.Tensor | None:
-        """F: run the stage; return its output, detached, for the next stage (None if last)."""
+    def forward(self, microbatch: int, x: Value, target: torch.Tensor | None = None,
+                ) -> Value | None:
+        """F: run the stage; return its output, detached, for the next stage (None if last).
+
+        `x` is a tensor, a tuple (positional arguments) or a dict (keyword arguments).
+        """
         if microbatch in self._forward:
             raise RuntimeError(f"F of stage {self.stage} microbatch {microbatch} ran twice")
-        leaf: torch.Tensor | None = None
-        if x.is_floating_point():
-            # A leaf of its own, so that B can ask autograd for exactly this gradient.
-            leaf = x.detach().requires_grad_(True)
-            x = leaf
-        output = self.module(x)
+        if self.is_last and target is None:
+            raise ValueError(f"invalid 'targets': got None for microbatch {microbatch}; "
+                             "expected a target tensor on the rank of the last stage")
+        layout, tensors = flatten(x, f"input of stage {self.stage}")
+        # Leaves of their own, so that B can ask autograd for exactly these gradients.
+        tensors = [t.detach().requires_grad_(True) if t.is_floating_point() else t
+                   for t in tensors]
+        leaves = [t for t in tensors if t.is_floating_point()]
+        with self.autocast():
+            output = call(self.module, unflatten(layout, tensors))
+            if self.is_last:
+                assert target is not None
+                if not isinstance(output, torch.Tensor):
+                    raise ValueError(f"invalid output of the last stage {self.stage}: got "
+                                     f"{type(output).__name__}; expected one tensor for "
+                                     "loss_fn(output, target)")
+                loss = self.loss_fn(output, target)
         if self.is_last:
-            if target is None:
-                raise ValueError(f"invalid 'targets': got None for microbatch {microbatch}; "
-                                 "expected a target tensor on the rank of the last stage")
-            loss = self.loss_fn(output, target)
-            self.losses[microbatch] = float(loss.detach())
-            self._forward[microbatch] = _Forward(leaf, loss / self.num_microbatches)
+            # The loss stays a tensor (no .item()): on CUDA reading it would block the host.
+            self.losses[microbatch] = loss.detach()
+            self._forward[microbatch] = _Forward(
+                leaves, [loss * (self.loss_scale / self.num_microbatches)],
+                layout.kind == "tensor")
             return None
-        self._forward[microbatch] = _Forward(leaf, output)
-        return output.detach()
+        out_layout, outs = flatten(output, f"output of stage {self.stage}")
+        self._forward[microbatch] = _Forward(
+            leaves, [t if t.requires_grad else None for t in outs if t.is_floating_point()],
+            layout.kind == "tensor")
+        return unflatten(out_layout, [t.detach() for t in outs])
 
-    def backward_input(self, microbatch: int, grad_output: torch.Tensor | None,
-                       ) -> torch.Tensor | None:
-        """B: the input gradient (None on the first stage); W's share is deferred."""
+    def backward_input(self, microbatch: int,
+                       grad_output: Sequence[torch.Tensor] | torch.Tensor | None,
+                       ) -> torch.Tensor | list[torch.Tensor] | None:
+        """B: the input's gradient (None on the first stage), one tensor for a tensor
+        input, else a list, one per floating-point input tensor; W's share is deferred.
+        `grad_output`: a tensor, or a sequence with one per floating-point output."""
         held = self._forward.pop(microbatch, None)
         if held is None:
             raise RuntimeError(f"B of stage {self.stage} microbatch {microbatch} before its F")
         if not self.is_last and grad_output is None:
             raise RuntimeError(f"B of stage {self.stage} microbatch {microbatch} without the "
                                "gradient of its output")
-        wants_input = held.input is not None and self.stage > 0
-        inputs: list[torch.Tensor] = ([held.input] if wants_input and held.input is not None
-                                      else [])
+        grads_out: list[torch.Tensor | None]
+        if grad_output is None:
+            grads_out = [None]
+        elif isinstance(grad_output, torch.Tensor):
+            grads_out = [grad_output]
+        else:
+            grads_out = list(grad_output)
+        pairs = [(o, g) for o, g in zip(held.outputs, grads_out, strict=True) if o is not None]
+        wants_input = self.stage > 0
+        inputs: list[torch.Tensor] = list(held.inputs) if wants_input else []
         # The Linears' weights are asked for too, so that autograd runs their backward even
         # on the first stage (whose input needs no gradient); their Function returns None
         # for them and queues the weight product instead.
         inputs += self.fallback_params + self.linear_params
         deferred = self.store.begin()
         try:
-            if inputs:
-                grads = torch.autograd.grad(held.output, inputs, grad_outputs=grad_output,
+            if inputs and pairs:
+                grads = torch.autograd.grad([o for o, _ in pairs], inputs,
+                                            grad_outputs=[g for _, g in pairs],
                                             allow_unused=True)
             else:
-                grads = ()
+                grads = (None,) * len(inputs)
         finally:
             self.store.end()
-        offset = 1 if wants_input else 0
-        for param, grad in zip(self.fallback_params,
-                               grads[offset:offset + len(self.fallback_params)], strict=True):
+        offset = len(held.inputs) if wants_input else 0
+        # Fallback parameters' gradients, and those autograd returns for a split Linear's
+        # parameter through another use (a tie, an F.linear): its own Function gave None.
+        for param, grad in zip(self.fallback_params + self.linear_params, grads[offset:],
+                               strict=True):
             if grad is not None:
                 deferred.fallback.append((param, grad))
         self._deferred[microbatch] = deferred
-        return grads[0] if wants_input else None
+        if not wants_input:
+            return None
+        # An input the stage did not use still gets a gradient: zeros, so the sender's
+        # message has every tensor it expects.
+        result = [g if g is not None else torch.zeros_like(x)
+                  for g, x in zip(grads[:offset], held.inputs, strict=True)]
+        if held.single:
+            return result[0] if result else None
+        return result
 
     def backward_weight(self, microbatch: int) -> None:
         """W: the weight gradients B deferred, added to ``.grad``."""

@@ -120,11 +120,6 @@ class Comparison:
     def cost_error(self) -> float:
         return _rel(self.predicted_cost, self.measured_cost)
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["cost_error"] = self.cost_error
-        return data
-
 
 def compare(predicted: Schedule, measured: Schedule) -> Comparison:
     """Compare a prediction with a measurement of the same orders (times in one unit)."""

@@ -7,6 +7,10 @@ gradient and queues ``(input, grad_output)``, both detached, for W, which then c
 re-running the backward. Parameters of any other module (LayerNorm, Embedding, ...) fall
 back to autograd: B computes their gradients along with the input gradient, holds them,
 and W adds them to ``.grad`` (their cost lands in B, their ``.grad`` changes only in W).
+A split Linear's parameter that is also used elsewhere (a tied weight, an ``F.linear``)
+gets that other use's gradient from autograd in B, held and added in W the same way.
+Frozen parameters get no W and no ``.grad``. Under autocast, B and W compute in the
+autocast dtype and cast back, as autocast's own backward does.
 """
 
 from __future__ import annotations
@@ -65,7 +69,14 @@ class _SplitLinearFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors
-        grad_input = grad_output @ weight if ctx.needs_input_grad[0] else None
+        # Under autocast F computed in a lower precision (grad_output's dtype): B and W
+        # repeat autocast's backward exactly, a product in that dtype cast back to the
+        # dtype of the input and of the weight.
+        grad_input = ((grad_output @ weight.to(grad_output.dtype)).to(x.dtype)
+                      if ctx.needs_input_grad[0] else None)
+        wants_weight = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
+        if not wants_weight:  # frozen Linear: no W at all
+            return grad_input, None, None, None
         deferred = ctx.module.ppsched_store.capturing
         if deferred is not None:
             # Detached: the queue must not keep this step's autograd graph alive.
@@ -73,7 +84,10 @@ class _SplitLinearFn(torch.autograd.Function):
             return grad_input, None, None, None
         # Outside a pipeline B (a plain loss.backward()): behave like nn.Linear.
         grad_weight, grad_bias = _linear_weight_grads(x, grad_output, ctx.has_bias)
-        return grad_input, grad_weight, grad_bias, None
+        return (grad_input,
+                grad_weight.to(weight.dtype) if ctx.needs_input_grad[1] else None,
+                grad_bias.to(weight.dtype) if grad_bias is not None
+                and ctx.needs_input_grad[2] else None, None)
 
 
 class SplitLinear(nn.Linear):
@@ -109,9 +123,10 @@ def apply_weight_grads(deferred: Deferred) -> None:
     """W: add the deferred weight gradients to ``.grad``, then drop what B held."""
     for module, x, grad_output in deferred.linear:
         grad_weight, grad_bias = _linear_weight_grads(x, grad_output, module.bias is not None)
-        _accumulate(module.weight, grad_weight)
-        if module.bias is not None and grad_bias is not None:
-            _accumulate(module.bias, grad_bias)
+        if module.weight.requires_grad:
+            _accumulate(module.weight, grad_weight.to(module.weight.dtype))
+        if module.bias is not None and grad_bias is not None and module.bias.requires_grad:
+            _accumulate(module.bias, grad_bias.to(module.bias.dtype))
     for param, grad in deferred.fallback:
         _accumulate(param, grad)
     deferred.linear.clear()
@@ -120,7 +135,8 @@ def apply_weight_grads(deferred: Deferred) -> None:
 
 def _linear_weight_grads(x: torch.Tensor, grad_output: torch.Tensor, has_bias: bool,
                          ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    x2 = x.reshape(-1, x.shape[-1])
+    # In grad_output's dtype: bf16/fp16 under autocast, as autocast's own backward.
+    x2 = x.reshape(-1, x.shape[-1]).to(grad_output.dtype)
     g2 = grad_output.reshape(-1, grad_output.shape[-1])
     return g2.t() @ x2, (g2.sum(0) if has_bias else None)
 

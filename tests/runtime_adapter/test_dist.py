@@ -3,11 +3,15 @@ post-update validation, timeouts, refusal of mismatched stages, and the stash le
 
 from __future__ import annotations
 
+import itertools
+import re
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime_adapter.launch import launch_local
+from runtime_adapter.launch import LaunchError, launch_local
 from solver.generators import REGISTRY
 from tests.runtime_adapter import workers
 
@@ -65,9 +69,12 @@ def test_post_update_validation_rolls_back_to_the_synchronous_result() -> None:
             assert step["post"].grad_norm == step["sync"].grad_norm
 
 
-def test_a_rank_that_waits_too_long_names_the_op_and_the_peer() -> None:
-    _, message = launch_local(workers.timeout, 2, timeout_s=60)
+def test_a_rank_that_waits_too_long_names_the_op_and_the_peer(tmp_path: Path) -> None:
+    _, message = launch_local(workers.timeout, 2, str(tmp_path / "store"), timeout_s=120)
     assert message.startswith("PipelineTimeout"), message
+    # The time it really waited (the limit is 1.5 s; a loaded machine may add to it).
+    waited = re.search(r"timed out after waiting ([0-9.]+) s", message)
+    assert waited is not None and float(waited.group(1)) >= 1.5, message
     assert "before op F0 of stage 1" in message
     assert "waiting for rank 0 to send the activation of microbatch 0 from stage 0" in message
     assert "torch.float32 [8x16]" in message
@@ -92,3 +99,52 @@ def test_thirty_steps_do_not_grow_memory() -> None:
         assert figures["held"] == 0
         assert figures["tensor_growth"] == 0, figures
         assert figures["rss_growth_mib"] < 40.0, figures
+
+
+KILL_TIMEOUT_S = 30.0
+
+
+@pytest.mark.parametrize("run", range(5))
+def test_killing_a_rank_mid_step_stops_every_survivor_with_op_and_peer(run: int) -> None:
+    # Five runs, victims and moments varied: a middle rank (its neighbours on both sides
+    # wait on it) and an end rank, early and late in the step.
+    world, victim, when = 4, (1, 2, 3, 0, 1)[run], (0, 2, 1, 3, 3)[run]
+    start = time.monotonic()
+    with pytest.raises(LaunchError) as caught:
+        launch_local(workers.killed, world, victim, when, KILL_TIMEOUT_S, timeout_s=120)
+    errors = caught.value.errors
+    assert sorted(errors) == list(range(world)), errors
+    assert "died with exit code -9" in errors[victim]
+    for rank, text in errors.items():
+        if rank == victim:
+            continue
+        first = text.splitlines()[0]
+        assert first.startswith(("PipelineTimeout", "PipelinePeerLost")), (rank, text)
+        assert re.search(r"before op [FBW]+\d+ of stage \d|after its last op", first), first
+        assert re.search(r"rank\(?s?\)? ?\[?\d", first), first
+        assert "pair.cc" not in first and "GLHF" not in first, first
+        took = re.search(r"after ([0-9.]+) s:", first)
+        assert took is not None and float(took.group(1)) <= KILL_TIMEOUT_S + 5, first
+    assert time.monotonic() - start < 120
+
+
+def test_stages_may_pass_tuples_and_keyword_arguments() -> None:
+    # 4 stages on 2 ranks: a dict (with an int tensor, which carries no gradient back),
+    # then a tuple; the V placement hands stage 1 to stage 2 on the same rank.
+    methods = ["1f1b-interleaved", "zb-v"]
+    for rank, errors in enumerate(launch_local(workers.structured, 2, methods,
+                                               timeout_s=120)):
+        for method in methods:
+            assert errors[method] <= TOLERANCE, (rank, method, errors)
+
+
+def test_loss_scaling_unscales_exactly_and_skips_overflowing_steps_on_every_rank() -> None:
+    per_rank = launch_local(workers.loss_scaling, 2, timeout_s=120)
+    for figures in per_rank:
+        assert figures["fp32_err"] <= 1e-6, figures
+        history = figures["history"]
+        # 2^40 overflows fp16 (max 65504): skipped, halved, ... until a finite step.
+        assert not history[0][1] and not history[0][2], history
+        assert history[-1][1] and history[-1][2] and figures["moved"], history
+        assert all(b[0] == a[0] / 2 for a, b in itertools.pairwise(history)), history
+    assert per_rank[0]["history"] == per_rank[1]["history"]  # both ranks alike

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import copy
 import gc
+import os
+import signal
 import time
 import warnings
+from datetime import timedelta
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
+from runtime_adapter.comm import PipelineTimeout
 from runtime_adapter.executor import PipelineExecutor
+from runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
 from runtime_adapter.model import example_batch, mlp_stages, mse_loss
 from runtime_adapter.optim import step_optimizer
 from solver.emit import schedule_from_orders
@@ -19,6 +25,7 @@ from solver.ops import Op
 from solver.profile import parse_profile
 from solver.schedule import Schedule
 from solver.solve import solve
+from tests.runtime_adapter import grid
 
 HIDDEN = 16
 CUSTOM = "gpipe-per-chunk"  # built here: valid for any placement
@@ -142,18 +149,53 @@ def post_validation(rank: int, world: int) -> list[dict[str, Any]]:
     return report
 
 
-def timeout(rank: int, world: int) -> str:
-    """Step 1 runs on both ranks; in step 2 rank 0 never starts, rank 1 must time out."""
+def timeout(rank: int, world: int, store_path: str) -> str:
+    """Step 1 runs on both ranks; in step 2 rank 0 never starts, rank 1 must time out.
+
+    Rank 0 stays alive (its connections open) until rank 1 says it is done, so rank 1
+    meets its own deadline, never a closed connection, however loaded the machine.
+    """
+    store = dist.FileStore(store_path, world)
     executor, inputs, targets = _executor(rank, world, "1f1b", 2, timeout_s=1.5)
     executor.run(inputs, targets)
     if rank == 0:
-        time.sleep(3.0)
+        store.wait(["rank1-done"], timedelta(seconds=120))
         return ""
     start = time.monotonic()
     try:
         executor.run(inputs, targets)
     except RuntimeError as exc:
         return f"{type(exc).__name__} after {time.monotonic() - start:.1f} s: {exc}"
+    finally:
+        store.set("rank1-done", "1")
+    return "no error"
+
+
+def killed(rank: int, world: int, victim: int, when: int, timeout_s: float) -> str:
+    """Two steps of 1F1B on the GPT; in step 2 rank `victim` kills itself (SIGKILL) at
+    the start of its F number `when`. Every other rank must raise, naming op and peer."""
+    schedule = grid.schedule_for("1f1b", world)
+    stages = split_stages(gpt_model(GPTConfig(layers=world)), world)
+    module = copy.deepcopy(stages[rank])
+    calls = [0]
+
+    def die_in_step_two(_module: nn.Module, _args: Any) -> None:
+        calls[0] += 1
+        if calls[0] == schedule.profile.num_microbatches + 2 + when:  # +1: the handshake
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    if rank == victim:
+        module.register_forward_pre_hook(die_in_step_two)
+    executor = PipelineExecutor(schedule, {rank: module}, gpt_loss, timeout_s=timeout_s)
+    tokens, targets = gpt_batch(GPTConfig(layers=world), schedule.profile.num_microbatches)
+    executor.run(tokens, targets)
+    start = time.monotonic()
+    try:
+        executor.run(tokens, targets)
+    except PipelineTimeout as exc:
+        # Raised (not returned): the launcher then skips the process group's teardown,
+        # which would wait for the dead rank.
+        raise type(exc)(f"after {time.monotonic() - start:.2f} s: {exc}") from None
     return "no error"
 
 
@@ -196,3 +238,107 @@ def leak(rank: int, world: int, steps: int) -> dict[str, float]:
     held = sum(a + b for r in executor.runners.values() for a, b in [r.held()])
     return {"rss_growth_mib": (marks[steps][0] - marks[10][0]) / 2**20,
             "tensor_growth": float(marks[steps][1] - marks[10][1]), "held": float(held)}
+
+
+class DictOut(nn.Module):
+    """Stage 0: a dict for the next stage's keyword arguments (with an int tensor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        ids = (x[:, :1] > 0).long()
+        return {"h": torch.tanh(self.lin(x)), "skip": 2 * x, "ids": ids}
+
+
+class KwargsToTuple(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, h: torch.Tensor, skip: torch.Tensor, ids: torch.Tensor,
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.lin(h) * (1 + ids), skip
+
+
+class TupleIn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, h: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        return self.lin(torch.tanh(h)) + skip
+
+
+def structured_stages() -> list[nn.Module]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(11)
+        return [DictOut(), KwargsToTuple(), TupleIn(), nn.Sequential(nn.LayerNorm(HIDDEN),
+                                                                     nn.Linear(HIDDEN, HIDDEN))]
+
+
+def structured(rank: int, world: int, methods: list[str]) -> dict[str, float]:
+    """Stages passing a dict (keyword arguments, one int tensor) and a tuple: largest
+    relative gradient and loss error against the unpipelined model, per method."""
+    out = {}
+    for method in methods:
+        schedule = grid.schedule_for(method, world)
+        stages = structured_stages()
+        m = schedule.profile.num_microbatches
+        inputs, targets = example_batch(m, hidden=HIDDEN, seed=3)
+        reference = copy.deepcopy(stages)
+        ref_losses = []
+        for x, y in zip(inputs, targets, strict=True):
+            h = reference[1](**reference[0](x))
+            loss = mse_loss(reference[3](reference[2](*h)), y)
+            (loss / m).backward()
+            ref_losses.append(loss.item())
+        mine = {s: copy.deepcopy(stages[s]) for s in schedule.profile.problem.rank_to_stages[rank]}
+        result = PipelineExecutor(schedule, mine, mse_loss, timeout_s=30).run(inputs, targets)
+        errors = [_rel(p.grad, q.grad) for s in mine
+                  for p, q in zip(mine[s].parameters(), reference[s].parameters(), strict=True)]
+        if result.loss is not None:
+            ref = sum(ref_losses) / m
+            errors.append(abs(result.loss - ref) / ref)
+        out[method] = max(errors)
+    return out
+
+
+def loss_scaling(rank: int, world: int) -> dict[str, Any]:
+    """The GPT under 1F1B: (a) fp32 with loss scale 1024 ends where scale 1 ends; (b) fp16
+    autocast from a scale that overflows: steps are skipped on every rank alike and the
+    scale backs off until one is finite."""
+    from runtime_adapter.optim import LossScaler
+
+    schedule = grid.schedule_for("1f1b", world)
+    config = GPTConfig(layers=world)
+    stages = split_stages(gpt_model(config, seed=7), world)
+    tokens, targets = gpt_batch(config, schedule.profile.num_microbatches)
+    ends = []
+    for scale in (1.0, 1024.0):
+        mine = copy.deepcopy({rank: stages[rank]})
+        executor = PipelineExecutor(schedule, mine, gpt_loss, timeout_s=30)
+        executor.run(tokens, targets, loss_scale=scale)
+        optimizer = torch.optim.AdamW(executor.parameters(), lr=1e-2)
+        step_optimizer(optimizer, executor.parameters(), loss_scale=scale)
+        ends.append([p.detach().clone() for p in executor.parameters()])
+    fp32_err = max(_rel(a, b) for a, b in zip(*ends, strict=True))
+
+    mine = copy.deepcopy({rank: stages[rank]})
+    executor = PipelineExecutor(schedule, mine, gpt_loss, timeout_s=30,
+                                autocast_dtype=torch.float16)
+    optimizer = torch.optim.AdamW(executor.parameters(), lr=1e-2)
+    scaler = LossScaler(init_scale=2.0**40)
+    before = [p.detach().clone() for p in executor.parameters()]
+    history = []
+    for _ in range(40):
+        executor.run(tokens, targets, loss_scale=scaler.scale)
+        outcome = step_optimizer(optimizer, executor.parameters(), loss_scale=scaler.scale)
+        history.append((scaler.scale, outcome.finite, outcome.stepped))
+        scaler.update(outcome.finite)
+        if outcome.stepped:
+            break
+    moved = any(not torch.equal(p, q) for p, q in zip(executor.parameters(), before,
+                                                      strict=True))
+    return {"fp32_err": fp32_err, "history": history, "moved": moved}
