@@ -114,8 +114,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return JSONResponse(error_body(f"internal error: {type(exc).__name__}: {exc}"),
-                            status_code=500)
+        # The text of an unexpected exception may carry paths of the installation or
+        # other internals: it goes to the log only, the client gets the exception's type.
+        return JSONResponse(error_body(f"internal error ({type(exc).__name__}); the "
+                                       "service's log has the details"), status_code=500)
 
 
 def validation_body(errors: Any) -> dict[str, Any]:

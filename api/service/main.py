@@ -15,6 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from api.service.config import Settings
 from api.service.deps import ServiceState
 from api.service.errors import install_error_handlers
+from api.service.headers import SecurityHeaders
 from api.service.jobs import JobManager
 from api.service.limits import BodyLimit
 from api.service.metrics import Metrics
@@ -67,6 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.middleware("http")(metrics.middleware)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outermost, so that the body limit's 413 carries the headers too.
+    app.add_middleware(SecurityHeaders)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from solver.schedule import parse_schedule
-from tests.api.service.conftest import EASY, Server, assert_error, profile
+from tests.api.service.conftest import EASY, REPO, Server, assert_error, profile
 
 NAMED = ("gpipe", "1f1b", "zb-h1", "zb-h2")
 
@@ -176,7 +176,7 @@ def test_limit_on_time_and_body(server: Server) -> None:
     assert_error(post(server, {"profile": EASY, "method": "ilp", "time_limit_s": 1e6}), 422,
                  "time_limit_s", "<= 600", "PPSCHED_MAX_TIME_LIMIT_S")
     big = {"profile": {**EASY, "description": "x" * 3_000_000}}
-    assert_error(post(server, big), 422, "body", "PPSCHED_MAX_BODY_BYTES")
+    assert_error(post(server, big), 413, "body", "PPSCHED_MAX_BODY_BYTES")
 
     def chunks() -> Any:  # no Content-Length: the body streams
         for _ in range(300):
@@ -184,7 +184,7 @@ def test_limit_on_time_and_body(server: Server) -> None:
 
     streamed = server.client.post("/v1/schedules", content=chunks(),
                                   headers={"content-type": "application/json"})
-    assert_error(streamed, 422, "body", "<= 2000000")
+    assert_error(streamed, 413, "body", "<= 2000000")
 
 
 @pytest.mark.parametrize(("body", "field", "words"), [
@@ -227,6 +227,20 @@ def test_web_page_is_served_from_the_static_folder(server: Server) -> None:
     assert server.client.get("/static/app.js").text == "console.log(1)"
     assert_error(server.client.get("/static/../store.sqlite3"), 404, "path")
     assert_error(server.client.get("/static/%2e%2e/store.sqlite3"), 404, "static file")
+    # A NUL byte and names over the OS limits were 500s whose text leaked the install path.
+    for path in ("/static/app.js%00.png", "/static/" + "a" * 300,
+                 "/static/" + "/".join(["b" * 200] * 30)):
+        body = assert_error(server.client.get(path), 404, "static file")
+        assert str(REPO) not in json.dumps(body)
+
+
+def test_security_headers_on_every_response(server: Server) -> None:
+    big = {"profile": {**EASY, "description": "x" * 3_000_000}}
+    for response in (server.client.get("/healthz"), server.client.get("/v1/nope"),
+                     post(server, {"profile": 3}), post(server, big)):
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["x-frame-options"] == "DENY"
+        assert "default-src 'self'" in response.headers["content-security-policy"]
 
 
 def test_error_bodies_are_one_json_shape(server: Server) -> None:
