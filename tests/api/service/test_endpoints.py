@@ -4,6 +4,7 @@ checks, the catalog, health, metrics, errors and limits."""
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree
 from typing import Any
 
 import httpx
@@ -97,6 +98,15 @@ def test_views(server: Server) -> None:
     assert trace.headers["content-type"].startswith("application/json")
     events = trace.json()["traceEvents"]
     assert sum(1 for e in events if e.get("ph") == "X") == 4 * 8 * 3
+
+
+def test_svg_is_well_formed_xml_whatever_the_name(server: Server) -> None:
+    name = "a\x00b\x07c\x1f<&\"'\ufffe"
+    body = post(server, {"profile": {**EASY, "name": name}, "method": "1f1b"}).json()
+    svg = server.client.get(body["links"]["svg"])
+    root = xml.etree.ElementTree.fromstring(svg.content)  # raises if not well-formed
+    assert root.tag.endswith("svg")
+    assert "c\ufffd<&" in "".join(root.itertext())
 
 
 def test_methods_and_examples(server: Server) -> None:
@@ -199,6 +209,12 @@ def test_limit_on_time_and_body(server: Server) -> None:
      (">= 15 for zb-h2",)),
     ({"method": "heuristic"}, "profile", ("required",)),
     ({"profile": EASY, "extra": 1}, "extra", ("no such field",)),
+    # Finite one by one, infinite once added up: an OverflowError 500 in the bounds, and
+    # a cached 200 with null times whose views answered 422.
+    ({"profile": {**EASY, "m_b": 1e308, "m_w": 1e308, "memory_limit": 1e308},
+      "method": "heuristic"}, "profile.m_b", ("totals stay finite",)),
+    ({"profile": {**EASY, "t_f": 1e308}, "method": "1f1b"}, "profile.t_f",
+     ("totals stay finite", "num_microbatches = 8")),
 ])
 def test_bad_input_is_a_422_naming_the_field(server: Server, body: dict[str, Any],
                                             field: str, words: tuple[str, ...]) -> None:
