@@ -182,6 +182,17 @@ def test_limits_on_the_shape_are_named(server: Server, change: dict[str, Any], f
     assert_error(post(server, {"profile": {**EASY, **change}}), 422, field, *words)
 
 
+def test_layouts_and_op_counts_are_within_the_limits(server: Server) -> None:
+    # A layout sets v for the whole solve: loop128 bypassed PPSCHED_MAX_CHUNKS.
+    for layouts in ("loop128", "1,loop5"):
+        assert_error(post(server, {"profile": EASY, "layouts": layouts}), 422, "layouts",
+                     "<= 4", "PPSCHED_MAX_CHUNKS")
+    # p=64, m=512 is within the p and m limits; with every layout it is 9 solves' work.
+    big = profile("uniform-p4-m8", num_ranks=64, num_microbatches=512)
+    assert_error(post(server, {"profile": big, "layouts": "1,v,loop3,loop4"}), 422,
+                 "layouts", "PPSCHED_MAX_OPS", "<= 393216")
+
+
 def test_limit_on_time_and_body(server: Server) -> None:
     assert_error(post(server, {"profile": EASY, "method": "ilp", "time_limit_s": 1e6}), 422,
                  "time_limit_s", "<= 600", "PPSCHED_MAX_TIME_LIMIT_S")
