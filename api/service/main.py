@@ -20,7 +20,7 @@ from api.service.jobs import JobManager
 from api.service.limits import BodyLimit
 from api.service.metrics import Metrics
 from api.service.pool import SolverPool
-from api.service.routers import catalog, checks, health, jobs, schedules, static
+from api.service.routers import catalog, checks, docs, health, jobs, schedules, static
 from api.service.store import Store
 from solver.profile import Profile
 from solver.schedule import Schedule
@@ -59,11 +59,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.pool.shutdown()
             store.close()
 
+    # /docs and /redoc come from local files (routers/docs.py), not FastAPI's CDN pages.
     app = FastAPI(title="ppsched", version="0.1.0", description=DESCRIPTION,
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = state
     app.state.settings = settings
-    for module in (schedules, jobs, checks, catalog, health, static):
+    for module in (schedules, jobs, checks, catalog, health, static, docs):
         app.include_router(module.router)
     install_error_handlers(app)
     app.middleware("http")(metrics.middleware)

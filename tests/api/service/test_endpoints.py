@@ -4,6 +4,7 @@ checks, the catalog, health, metrics, errors and limits."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree
 from typing import Any
 
@@ -132,7 +133,15 @@ def test_health_readiness_metrics_and_docs(server: Server) -> None:
                  "ppsched_solves_total", "ppsched_queue_depth", "ppsched_cache_hits_total"):
         assert name in metrics.text
     assert 'ppsched_solves_total{method="zb-h1",status="heuristic"}' in metrics.text
-    assert server.client.get("/docs").status_code == 200
+    # /docs worked only online (Swagger UI from a CDN): every file it loads is local now.
+    for page in ("/docs", "/redoc"):
+        html = server.client.get(page)
+        assert html.status_code == 200 and "cdn." not in html.text
+        for url in re.findall(r'(?:src|href)="([^"]+)"', html.text):
+            assert url.startswith("/docs-assets/"), url
+            asset = server.client.get(url)
+            assert asset.status_code == 200 and len(asset.content) > 1000, url
+    assert_error(server.client.get("/docs-assets/core.py"), 404, "docs asset")
     schema = server.client.get("/openapi.json").json()
     for path, operations in schema["paths"].items():
         for verb, operation in operations.items():
