@@ -50,6 +50,11 @@ class Settings(BaseSettings):
         24_576, ge=0, description="A request with more ops (3 * p * v * m over its "
         "layouts) is solved as a job (202) instead of holding its connection.")
     max_body_bytes: int = Field(2_000_000, ge=1024, description="Largest request body.")
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="A connection that does not send a request's headers "
+        "within this time (after opening or after its last response) is closed.")
+    keep_alive_s: int = Field(5, ge=1, description="An idle keep-alive connection is "
+                              "closed after this many seconds.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 429 and 503.")
     cancel_grace_s: float = Field(
         5.0, gt=0, description="After a cancel, how long a job may take to hand back its best "
