@@ -50,6 +50,9 @@ class Settings(BaseSettings):
         24_576, ge=0, description="A request with more ops (3 * p * v * m over its "
         "layouts) is solved as a job (202) instead of holding its connection.")
     max_body_bytes: int = Field(2_000_000, ge=1024, description="Largest request body.")
+    max_violations: int = Field(
+        100, ge=1, description="Violations listed in a /v1/validate or /v1/simulate "
+        "answer; the total count is always given (violations_total).")
     header_timeout_s: float = Field(
         10.0, gt=0, description="A connection that does not send a request's headers "
         "within this time (after opening or after its last response) is closed.")

@@ -71,10 +71,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ScheduleInvalid)
     async def _invalid(request: Request, exc: ScheduleInvalid) -> JSONResponse:
+        listed = exc.violations[:request.app.state.settings.max_violations]
         violations = [{"kind": v.kind, "message": v.message, "rank": v.rank,
-                       "position": v.position} for v in exc.violations]
+                       "position": v.position} for v in listed]
         return JSONResponse(error_body(str(exc), "ranks", None, "a schedule that keeps the "
                                        "DESIGN.md contract", violations=violations,
+                                       violations_total=len(exc.violations),
                                        grid=exc.grid), status_code=422)
 
     @app.exception_handler(QueueFull)

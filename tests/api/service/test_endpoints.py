@@ -181,6 +181,21 @@ def test_validate_reports_every_violation(server: Server) -> None:
                  "required")
 
 
+def test_violation_lists_are_truncated_with_their_count(server: Server) -> None:
+    # Every op of 300 microbatches missing: hundreds of violations, 100 listed.
+    empty = {"profile": {**EASY, "num_ranks": 1, "num_microbatches": 300}, "ranks": [[]]}
+    report = server.client.post("/v1/validate", json=empty).json()
+    assert report["valid"] is False and len(report["violations"]) == 100
+    assert report["violations_total"] >= 300
+    error = assert_error(server.client.post("/v1/simulate", json=empty), 422, "ranks",
+                         f"{report['violations_total']} violations")
+    assert len(error["violations"]) == 100
+    assert error["violations_total"] == report["violations_total"]
+    good = server.client.post("/v1/validate",
+                              json=_hand_made([("F", 0), ("F", 1), ("BW", 0), ("BW", 1)]))
+    assert good.json()["violations"] == [] and good.json()["violations_total"] == 0
+
+
 @pytest.mark.parametrize(("change", "field", "words"), [
     ({"num_ranks": 65}, "profile.num_ranks", ("<= 64", "PPSCHED_MAX_RANKS")),
     ({"num_microbatches": 10**9}, "profile.num_microbatches", ("PPSCHED_MAX_MICROBATCHES",)),
