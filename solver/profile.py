@@ -82,6 +82,7 @@ class Profile(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> Profile:
         problem = Problem.from_profile(self)  # raises ProfileError naming the field
+        problem.check_totals_finite()
         problem.check_memory_limit()
         return self
 
@@ -201,6 +202,30 @@ class Problem:
         microbatches one after another achieves exactly that.
         """
         return tuple(sum(self.m_b[s] for s in stages) for stages in self.rank_to_stages)
+
+    def check_totals_finite(self) -> None:
+        """Refuse values that are finite one by one but whose totals overflow a float
+        (1e308 times m): the bounds, the solvers and the simulator add them up, and an
+        infinite total would end as an OverflowError or as null times in a result."""
+        m = self.num_microbatches
+        # Plain sums, not math.fsum: fsum raises on intermediate overflow, sum gives inf.
+        times = {"t_f": self.t_f, "t_b": self.t_b, "t_w": self.t_w, "t_comm": self.t_comm}
+        memory = {"m_b": self.m_b, "m_w": self.m_w}
+        # A schedule's makespan is at most every op one after another plus a latency per
+        # dependency (2 per op); memory at most every F's activations held at once. The
+        # factor 4 keeps room for the sums of such totals that the bounds form.
+        time_total = 4 * m * (sum(sum(x) for x in times.values()) + 2 * sum(self.t_comm))
+        memory_total = 4 * m * sum(sum(x) for x in memory.values())
+        limits = [x for x in self.memory_limit if math.isfinite(x)]
+        for total, group in ((time_total, times), (memory_total, memory),
+                             (4 * sum(limits), {"memory_limit": tuple(limits)})):
+            if math.isfinite(total):
+                continue
+            field = max(group, key=lambda name: max(group[name], default=0.0))
+            raise ProfileError(field, max(group[field]),
+                               f"values whose totals stay finite: with num_microbatches = "
+                               f"{m} and {self.num_stages} stages their sum overflows a "
+                               "float (about 1.8e308)")
 
     def check_memory_limit(self) -> None:
         for r, (limit, need) in enumerate(zip(self.memory_limit, self.min_memory_per_rank,

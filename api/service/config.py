@@ -42,7 +42,22 @@ class Settings(BaseSettings):
     max_ranks: int = Field(64, ge=1, description="Largest num_ranks (p) accepted.")
     max_microbatches: int = Field(512, ge=1, description="Largest num_microbatches (m).")
     max_chunks: int = Field(4, ge=1, description="Largest num_chunks (v) accepted.")
+    max_ops: int = Field(393_216, ge=1,
+                         description="Most ops (3 * p * v * m, summed over the layouts "
+                         "tried) one request may ask for; the default is the product of "
+                         "the p, m and v limits.")
+    max_sync_ops: int = Field(
+        24_576, ge=0, description="A request with more ops (3 * p * v * m over its "
+        "layouts) is solved as a job (202) instead of holding its connection.")
     max_body_bytes: int = Field(2_000_000, ge=1024, description="Largest request body.")
+    max_violations: int = Field(
+        100, ge=1, description="Violations listed in a /v1/validate or /v1/simulate "
+        "answer; the total count is always given (violations_total).")
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="A connection that does not send a request's headers "
+        "within this time (after opening or after its last response) is closed.")
+    keep_alive_s: int = Field(5, ge=1, description="An idle keep-alive connection is "
+                              "closed after this many seconds.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 429 and 503.")
     cancel_grace_s: float = Field(
         5.0, gt=0, description="After a cancel, how long a job may take to hand back its best "

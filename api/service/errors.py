@@ -71,10 +71,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ScheduleInvalid)
     async def _invalid(request: Request, exc: ScheduleInvalid) -> JSONResponse:
+        listed = exc.violations[:request.app.state.settings.max_violations]
         violations = [{"kind": v.kind, "message": v.message, "rank": v.rank,
-                       "position": v.position} for v in exc.violations]
+                       "position": v.position} for v in listed]
         return JSONResponse(error_body(str(exc), "ranks", None, "a schedule that keeps the "
                                        "DESIGN.md contract", violations=violations,
+                                       violations_total=len(exc.violations),
                                        grid=exc.grid), status_code=422)
 
     @app.exception_handler(QueueFull)
@@ -114,8 +116,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return JSONResponse(error_body(f"internal error: {type(exc).__name__}: {exc}"),
-                            status_code=500)
+        # The text of an unexpected exception may carry paths of the installation or
+        # other internals: it goes to the log only, the client gets the exception's type.
+        return JSONResponse(error_body(f"internal error ({type(exc).__name__}); the "
+                                       "service's log has the details"), status_code=500)
 
 
 def validation_body(errors: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from api.service.metrics import Metrics
 from api.service.solving import SolveSpec, content_id, with_links
 from api.service.store import JobRecord, Store
 from api.service.worker import run_job
+from solver.solve import ILP
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.05
@@ -154,7 +155,11 @@ class JobManager:
         self._update_gauges()
         incumbent: str | None = None
         result: tuple[str, str] | None = None
-        deadline = running.began + float(spec["time_limit_s"]) + _OVERRUN_S
+        # ilp stops at its time limit; the other methods have none of their own, so a
+        # big heuristic job may run up to the longest time limit the service accepts.
+        budget = float(spec["time_limit_s"]) if spec["method"] == ILP else \
+            self.settings.max_time_limit_s
+        deadline = running.began + budget + _OVERRUN_S
         try:
             closed = False  # the child closed its end (poll() stays True after EOF)
             while True:

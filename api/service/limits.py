@@ -1,5 +1,6 @@
 """The request body limit (PPSCHED_MAX_BODY_BYTES), enforced before any parsing: a body
-over it is answered 422 naming the limit, whether it declares its length or streams."""
+over it is answered 413 (Content Too Large) with the usual error body naming the limit,
+whether it declares its length or streams."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ class BodyLimit:
         exc = LimitExceeded("body", f"{size} bytes", self.max_bytes, "max_body_bytes")
         payload: dict[str, Any] = error_body(str(exc), exc.field, exc.value, exc.accepted)
         data = json.dumps(payload).encode()
-        await send({"type": "http.response.start", "status": 422,
+        await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(data)).encode()),
                                 (b"connection", b"close")]})

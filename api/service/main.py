@@ -15,11 +15,12 @@ from fastapi.openapi.utils import get_openapi
 from api.service.config import Settings
 from api.service.deps import ServiceState
 from api.service.errors import install_error_handlers
+from api.service.headers import SecurityHeaders
 from api.service.jobs import JobManager
 from api.service.limits import BodyLimit
 from api.service.metrics import Metrics
 from api.service.pool import SolverPool
-from api.service.routers import advise, catalog, checks, health, jobs, schedules, static
+from api.service.routers import advise, catalog, checks, docs, health, jobs, schedules, static
 from api.service.store import Store
 from solver.profile import Profile
 from solver.schedule import Schedule
@@ -58,15 +59,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.pool.shutdown()
             store.close()
 
+    # /docs and /redoc come from local files (routers/docs.py), not FastAPI's CDN pages.
     app = FastAPI(title="ppsched", version="0.1.0", description=DESCRIPTION,
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = state
     app.state.settings = settings
-    for module in (schedules, jobs, checks, catalog, health, static, advise):
+    for module in (schedules, jobs, checks, catalog, health, static, advise, docs):
         app.include_router(module.router)
     install_error_handlers(app)
     app.middleware("http")(metrics.middleware)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outermost, so that the body limit's 413 carries the headers too.
+    app.add_middleware(SecurityHeaders)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -146,7 +146,9 @@ class ValidationReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     valid: bool
-    violations: list[Violation]
+    violations: list[Violation] = Field(
+        description="The first PPSCHED_MAX_VIOLATIONS violations, in the simulator's order.")
+    violations_total: int = Field(description="How many violations there are in all.")
     grid: str | None = Field(description="The order grid with each violation marked.")
     metrics: dict[str, Any] | None = Field(description="The simulated figures when valid.")
 

@@ -24,6 +24,7 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
         from pydantic import ValidationError
 
         from api.service.config import Settings
+        from api.service.http import protocol_with
         from api.service.main import create_app
     except ImportError as exc:
         raise ProfileError("serve", f"missing module {exc.name!r}", "the service's "
@@ -41,4 +42,5 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
     app = create_app(settings)
     log.info("serving on http://%s:%d (pid %d)", settings.host, settings.port, os.getpid())
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level,
-                timeout_graceful_shutdown=10)
+                timeout_graceful_shutdown=10, http=protocol_with(settings.header_timeout_s),
+                timeout_keep_alive=settings.keep_alive_s)

@@ -14,7 +14,7 @@ from api.service.schemas import ScheduleRequest
 from solver.errors import ProfileError
 from solver.method_names import resolve_method
 from solver.profile import Profile, parse_profile
-from solver.solve import ILP, layout_name, parse_layouts
+from solver.solve import ILP, Layout, layout_name, parse_layouts
 
 KEY_VERSION = 1  # bump when the same request would give a different schedule
 # Request fields that bound the work, the setting naming each limit, its attribute.
@@ -33,6 +33,8 @@ class SolveSpec:
     backend: str
     layouts: str = ""
     """Canonical layouts (`solver.solve.parse_layouts`), empty for the profile as it is."""
+    ops: int = 0
+    """The work it asks for: 3 * p * v * m, summed over the layouts (`count_ops`)."""
 
     @property
     def key(self) -> str:
@@ -77,11 +79,28 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
     if "memory_limit" in request.model_fields_set:
         data["memory_limit"] = request.memory_limit
     profile = parse_profile_field(data)
-    layouts = ",".join(map(layout_name, parse_layouts(request.layouts))) \
-        if request.layouts else ""
+    parsed = parse_layouts(request.layouts) if request.layouts else ()
+    for layout in parsed:
+        # A layout sets v for the whole solve: `loop128` would bypass PPSCHED_MAX_CHUNKS.
+        if layout[0] > settings.max_chunks:
+            raise LimitExceeded("layouts", layout_name(layout), settings.max_chunks,
+                                "max_chunks")
+    ops = count_ops(profile, parsed)
+    if ops > settings.max_ops:
+        raise LimitExceeded("layouts" if parsed else "profile.num_microbatches",
+                            f"{ops} ops (3 * p * v * m over the layouts)", settings.max_ops,
+                            "max_ops")
     return SolveSpec(profile=profile.model_dump(mode="json"), method=method,
                      objective=request.objective, time_limit_s=request.time_limit_s,
-                     backend=request.backend, layouts=layouts)
+                     backend=request.backend, layouts=",".join(map(layout_name, parsed)),
+                     ops=ops)
+
+
+def count_ops(profile: Profile, layouts: tuple[Layout, ...]) -> int:
+    """Ops a request makes the solver place: 3 (F, B, W) per stage and microbatch, for
+    the profile as it is or for each layout tried (each is a solve of its own)."""
+    chunks = [layout[0] for layout in layouts] or [profile.num_chunks]
+    return sum(3 * profile.num_ranks * v * profile.num_microbatches for v in chunks)
 
 
 def parse_profile_field(data: Any, prefix: str = "profile") -> Profile:
@@ -94,7 +113,10 @@ def parse_profile_field(data: Any, prefix: str = "profile") -> Profile:
 
 
 def is_synchronous(spec: SolveSpec, settings: Settings) -> bool:
-    """Fast methods answer at once; ilp does when its time limit is within the ceiling."""
+    """Small requests answer at once: ops within PPSCHED_MAX_SYNC_OPS and, for ilp, a
+    time limit within the synchronous ceiling. Others become jobs."""
+    if spec.ops > settings.max_sync_ops:
+        return False
     return spec.method != ILP or spec.time_limit_s <= settings.sync_time_limit_s
 
 

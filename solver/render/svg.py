@@ -7,6 +7,7 @@ headline figures, a legend, the lanes at real start/end times, and a rounded tim
 from __future__ import annotations
 
 import math
+import re
 from xml.sax.saxutils import escape
 
 from solver.ops import KINDS, Kind
@@ -227,5 +228,12 @@ def _t(value: float) -> str:
     return str(round(value, 3))
 
 
+# Characters XML 1.0 cannot hold at all, escaped or not (NUL, most C0 controls, lone
+# surrogates, U+FFFE/U+FFFF): a profile name carrying one would make the SVG ill-formed.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def _esc(text: str) -> str:
-    return escape(text, {'"': "&quot;"})
+    """Text for an SVG attribute or element: escaped, and XML-illegal characters shown
+    as U+FFFD (the replacement character)."""
+    return escape(_NOT_XML.sub("\ufffd", text), {'"': "&quot;"})

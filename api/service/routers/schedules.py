@@ -52,8 +52,9 @@ _REQUEST_EXAMPLES = {
     "", summary="Solve a profile", response_model=ScheduleResult,
     responses={
         200: {"description": "The schedule (DESIGN.md section 4) with its id and links."},
-        202: {"model": JobAccepted, "description": "An ilp request over the synchronous "
-              "ceiling became a job: poll the Location header."},
+        202: {"model": JobAccepted, "description": "A request over the synchronous "
+              "budget (ops over PPSCHED_MAX_SYNC_OPS, or an ilp time limit over the "
+              "ceiling) became a job: poll the Location header."},
         503: {"model": ErrorBody, "description": "Every solver worker busy; retry after "
               "the Retry-After header's seconds."},
         **ERRORS,
@@ -62,9 +63,9 @@ _REQUEST_EXAMPLES = {
         "examples": _REQUEST_EXAMPLES}}}},
 )
 async def create_schedule(request: ScheduleRequest, state: State) -> Response:
-    """Solve `profile` with `method`. A repeated request is answered from the store; an
-    ilp request whose time limit is over the service's synchronous ceiling becomes a job
-    (202, Location: /v1/jobs/{id})."""
+    """Solve `profile` with `method`. A repeated request is answered from the store; a
+    request over the synchronous budget (more ops than PPSCHED_MAX_SYNC_OPS, or an ilp
+    time limit over the ceiling) becomes a job (202, Location: /v1/jobs/{id})."""
     spec = spec_from_request(request, state.settings)
     stored = state.store.get_schedule(spec.key)
     if stored is not None:

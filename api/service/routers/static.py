@@ -29,8 +29,18 @@ def static_file(path: str, state: State) -> FileResponse:
 
 
 def _file(folder: Path, relative: str) -> Path:
+    missing = NotFound("static file", relative[:100],
+                       "a file of the web page (its static folder)")
+    # A NUL byte (`%00`) makes the OS calls raise ValueError, a name over NAME_MAX or
+    # PATH_MAX raises OSError: both are a file that is not there, never a 500 (whose
+    # text would carry the install path).
+    if "\x00" in relative or len(relative) > 255:
+        raise missing
     root = folder.resolve()
-    target = (root / relative).resolve()
-    if not target.is_relative_to(root) or not target.is_file():
-        raise NotFound("static file", relative, "a file of the web page (its static folder)")
+    try:
+        target = (root / relative).resolve()
+        if not target.is_relative_to(root) or not target.is_file():
+            raise missing
+    except (OSError, ValueError):
+        raise missing from None
     return target

@@ -4,13 +4,15 @@ checks, the catalog, health, metrics, errors and limits."""
 from __future__ import annotations
 
 import json
+import re
+import xml.etree.ElementTree
 from typing import Any
 
 import httpx
 import pytest
 
 from solver.schedule import parse_schedule
-from tests.api.service.conftest import EASY, Server, assert_error, profile
+from tests.api.service.conftest import EASY, REPO, Server, assert_error, profile
 
 NAMED = ("gpipe", "1f1b", "zb-h1", "zb-h2")
 
@@ -99,6 +101,15 @@ def test_views(server: Server) -> None:
     assert sum(1 for e in events if e.get("ph") == "X") == 4 * 8 * 3
 
 
+def test_svg_is_well_formed_xml_whatever_the_name(server: Server) -> None:
+    name = "a\x00b\x07c\x1f<&\"'\ufffe"
+    body = post(server, {"profile": {**EASY, "name": name}, "method": "1f1b"}).json()
+    svg = server.client.get(body["links"]["svg"])
+    root = xml.etree.ElementTree.fromstring(svg.content)  # raises if not well-formed
+    assert root.tag.endswith("svg")
+    assert "c\ufffd<&" in "".join(root.itertext())
+
+
 def test_methods_and_examples(server: Server) -> None:
     methods = server.client.get("/v1/methods").json()["methods"]
     names = [m["name"] for m in methods]
@@ -122,7 +133,15 @@ def test_health_readiness_metrics_and_docs(server: Server) -> None:
                  "ppsched_solves_total", "ppsched_queue_depth", "ppsched_cache_hits_total"):
         assert name in metrics.text
     assert 'ppsched_solves_total{method="zb-h1",status="heuristic"}' in metrics.text
-    assert server.client.get("/docs").status_code == 200
+    # /docs worked only online (Swagger UI from a CDN): every file it loads is local now.
+    for page in ("/docs", "/redoc"):
+        html = server.client.get(page)
+        assert html.status_code == 200 and "cdn." not in html.text
+        for url in re.findall(r'(?:src|href)="([^"]+)"', html.text):
+            assert url.startswith("/docs-assets/"), url
+            asset = server.client.get(url)
+            assert asset.status_code == 200 and len(asset.content) > 1000, url
+    assert_error(server.client.get("/docs-assets/core.py"), 404, "docs asset")
     schema = server.client.get("/openapi.json").json()
     for path, operations in schema["paths"].items():
         for verb, operation in operations.items():
@@ -162,6 +181,21 @@ def test_validate_reports_every_violation(server: Server) -> None:
                  "required")
 
 
+def test_violation_lists_are_truncated_with_their_count(server: Server) -> None:
+    # Every op of 300 microbatches missing: hundreds of violations, 100 listed.
+    empty = {"profile": {**EASY, "num_ranks": 1, "num_microbatches": 300}, "ranks": [[]]}
+    report = server.client.post("/v1/validate", json=empty).json()
+    assert report["valid"] is False and len(report["violations"]) == 100
+    assert report["violations_total"] >= 300
+    error = assert_error(server.client.post("/v1/simulate", json=empty), 422, "ranks",
+                         f"{report['violations_total']} violations")
+    assert len(error["violations"]) == 100
+    assert error["violations_total"] == report["violations_total"]
+    good = server.client.post("/v1/validate",
+                              json=_hand_made([("F", 0), ("F", 1), ("BW", 0), ("BW", 1)]))
+    assert good.json()["violations"] == [] and good.json()["violations_total"] == 0
+
+
 @pytest.mark.parametrize(("change", "field", "words"), [
     ({"num_ranks": 65}, "profile.num_ranks", ("<= 64", "PPSCHED_MAX_RANKS")),
     ({"num_microbatches": 10**9}, "profile.num_microbatches", ("PPSCHED_MAX_MICROBATCHES",)),
@@ -172,11 +206,22 @@ def test_limits_on_the_shape_are_named(server: Server, change: dict[str, Any], f
     assert_error(post(server, {"profile": {**EASY, **change}}), 422, field, *words)
 
 
+def test_layouts_and_op_counts_are_within_the_limits(server: Server) -> None:
+    # A layout sets v for the whole solve: loop128 bypassed PPSCHED_MAX_CHUNKS.
+    for layouts in ("loop128", "1,loop5"):
+        assert_error(post(server, {"profile": EASY, "layouts": layouts}), 422, "layouts",
+                     "<= 4", "PPSCHED_MAX_CHUNKS")
+    # p=64, m=512 is within the p and m limits; with every layout it is 9 solves' work.
+    big = profile("uniform-p4-m8", num_ranks=64, num_microbatches=512)
+    assert_error(post(server, {"profile": big, "layouts": "1,v,loop3,loop4"}), 422,
+                 "layouts", "PPSCHED_MAX_OPS", "<= 393216")
+
+
 def test_limit_on_time_and_body(server: Server) -> None:
     assert_error(post(server, {"profile": EASY, "method": "ilp", "time_limit_s": 1e6}), 422,
                  "time_limit_s", "<= 600", "PPSCHED_MAX_TIME_LIMIT_S")
     big = {"profile": {**EASY, "description": "x" * 3_000_000}}
-    assert_error(post(server, big), 422, "body", "PPSCHED_MAX_BODY_BYTES")
+    assert_error(post(server, big), 413, "body", "PPSCHED_MAX_BODY_BYTES")
 
     def chunks() -> Any:  # no Content-Length: the body streams
         for _ in range(300):
@@ -184,7 +229,7 @@ def test_limit_on_time_and_body(server: Server) -> None:
 
     streamed = server.client.post("/v1/schedules", content=chunks(),
                                   headers={"content-type": "application/json"})
-    assert_error(streamed, 422, "body", "<= 2000000")
+    assert_error(streamed, 413, "body", "<= 2000000")
 
 
 @pytest.mark.parametrize(("body", "field", "words"), [
@@ -199,6 +244,12 @@ def test_limit_on_time_and_body(server: Server) -> None:
      (">= 15 for zb-h2",)),
     ({"method": "heuristic"}, "profile", ("required",)),
     ({"profile": EASY, "extra": 1}, "extra", ("no such field",)),
+    # Finite one by one, infinite once added up: an OverflowError 500 in the bounds, and
+    # a cached 200 with null times whose views answered 422.
+    ({"profile": {**EASY, "m_b": 1e308, "m_w": 1e308, "memory_limit": 1e308},
+      "method": "heuristic"}, "profile.m_b", ("totals stay finite",)),
+    ({"profile": {**EASY, "t_f": 1e308}, "method": "1f1b"}, "profile.t_f",
+     ("totals stay finite", "num_microbatches = 8")),
 ])
 def test_bad_input_is_a_422_naming_the_field(server: Server, body: dict[str, Any],
                                             field: str, words: tuple[str, ...]) -> None:
@@ -227,6 +278,20 @@ def test_web_page_is_served_from_the_static_folder(server: Server) -> None:
     assert server.client.get("/static/app.js").text == "console.log(1)"
     assert_error(server.client.get("/static/../store.sqlite3"), 404, "path")
     assert_error(server.client.get("/static/%2e%2e/store.sqlite3"), 404, "static file")
+    # A NUL byte and names over the OS limits were 500s whose text leaked the install path.
+    for path in ("/static/app.js%00.png", "/static/" + "a" * 300,
+                 "/static/" + "/".join(["b" * 200] * 30)):
+        body = assert_error(server.client.get(path), 404, "static file")
+        assert str(REPO) not in json.dumps(body)
+
+
+def test_security_headers_on_every_response(server: Server) -> None:
+    big = {"profile": {**EASY, "description": "x" * 3_000_000}}
+    for response in (server.client.get("/healthz"), server.client.get("/v1/nope"),
+                     post(server, {"profile": 3}), post(server, big)):
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["x-frame-options"] == "DENY"
+        assert "default-src 'self'" in response.headers["content-security-policy"]
 
 
 def test_error_bodies_are_one_json_shape(server: Server) -> None:

@@ -12,6 +12,10 @@ from solver.schedule import parse_schedule
 from tests.api.service.conftest import EASY, HARD, Server, wait_for_job
 
 
+def profile_with(**changes: Any) -> dict[str, Any]:
+    return {**EASY, **changes}
+
+
 def test_long_ilp_request_becomes_a_job_that_finishes(server: Server) -> None:
     # The module server's synchronous ceiling is 3 s.
     request = {"profile": EASY, "method": "ilp", "time_limit_s": 20.0}
@@ -29,6 +33,19 @@ def test_long_ilp_request_becomes_a_job_that_finishes(server: Server) -> None:
     # Content-addressed: the same request is now answered at once from the store.
     again = server.client.post("/v1/schedules", json=request)
     assert again.status_code == 200 and again.json()["id"] == job["schedule_id"]
+
+
+def test_request_over_the_sync_op_budget_becomes_a_job(start_server: Any) -> None:
+    # EASY is 3 * 4 * 8 = 96 ops: over a budget of 50 it is a job, whatever the method.
+    server = start_server(max_sync_ops=50)
+    response = server.client.post("/v1/schedules", json={"profile": EASY, "method": "zb-h1"})
+    assert response.status_code == 202, response.text
+    job = wait_for_job(server.client, response.json()["id"], ("done", "failed"))
+    assert job["status"] == "done", job
+    schedule = parse_schedule(server.client.get(job["links"]["schedule"]).json())
+    assert schedule.method == "zb-h1"
+    small = profile_with(num_microbatches=4)  # 48 ops: answered at once
+    assert server.client.post("/v1/schedules", json={"profile": small}).status_code == 200
 
 
 def test_post_jobs_takes_any_method(server: Server) -> None:
