@@ -68,7 +68,15 @@ def refine(profile: Profile, orders: list, budget: float) -> ExactResult:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="first profile, ILP 10 only")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw the plot from the committed CSV; run nothing")
     args = parser.parse_args()
+    if args.plot_only:
+        with (RESULTS / "bubble_memory.csv").open() as handle:
+            saved = list(csv.DictReader(handle))
+        names = tuple(dict.fromkeys(str(r["config"]) for r in saved))
+        plot(saved, names, RESULTS / "bubble_memory.png")  # type: ignore[arg-type]
+        return
     profiles = PROFILES[:1] if args.quick else PROFILES
     load_before = os.getloadavg()[0]
     began = time.perf_counter()
@@ -151,21 +159,25 @@ def plot(rows: list[dict[str, object]], profiles: tuple[str, ...], path: Path) -
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(profiles), figsize=(5 * len(profiles), 4), squeeze=False)
-    series = (("heuristic bubble", "heuristic, 1 chunk"), ("layouts bubble", "heuristic, 1 or V"),
-              ("ilp 10 bubble", "ilp, 10 det. s"), ("ilp 60 bubble", "ilp, 60 det. s"),
-              ("bound bubble", "lower bound (1 chunk)"))
+    # Fixed colours: a series missing on one profile must not shift the others' colours.
+    series = (("heuristic bubble", "heuristic, 1 chunk", "C0"),
+              ("layouts bubble", "heuristic, 1 or V", "C1"),
+              ("ilp 10 bubble", "ilp, 10 det. s", "C2"), ("ilp 60 bubble", "ilp, 60 det. s", "C3"),
+              ("bound bubble", "lower bound (1 chunk)", "C4"))
     for ax, name in zip(axes[0], profiles, strict=True):
         mine = [r for r in rows if r["config"] == name]
         x = [float(str(r["memory"]).rstrip("p")) for r in mine]
-        for key, label in series:
-            points = [(a, r[key]) for a, r in zip(x, mine, strict=True) if r[key] != ""]
+        for key, label, colour in series:
+            points = [(a, float(str(r[key]))) for a, r in zip(x, mine, strict=True)
+                      if r[key] != ""]
             if points:
-                ax.plot([a for a, _ in points], [b for _, b in points], marker="o", label=label)
+                ax.plot([a for a, _ in points], [b for _, b in points], marker="o",
+                        label=label, color=colour)
+        ax.legend(fontsize=7)
         ax.set_title(name)
         ax.set_xlabel("memory limit (multiples of p * m_b)")
         ax.set_ylabel("bubble rate")
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from solver.bounds import lower_bound
 from solver.exact import hint_timing, scale, split_fused
 from solver.heuristic import zb_heuristic
 from solver.lns import _Current, reorder_window, solve_lns
@@ -65,6 +66,7 @@ def test_lns_never_worse_than_its_seed_and_reports_only_improvements() -> None:
     assert values == sorted(values, reverse=True) and len(set(values)) == len(values)
     assert result.status in ("feasible", "heuristic")  # a window proves nothing
     assert result.bound <= result.objective
+    assert all(p[2] == pytest.approx(lower_bound(problem)) for p in points)
 
 
 def test_solve_routes_to_lns_when_asked() -> None:
