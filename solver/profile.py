@@ -123,11 +123,6 @@ class Problem:
         t_comm = _per_stage("t_comm", profile.t_comm, num_stages - 1, what="stage boundary")
         m_b = _per_stage("m_b", profile.m_b, num_stages)
         m_w = _per_stage("m_w", profile.m_w, num_stages)
-        for s in range(num_stages):
-            if m_w[s] > m_b[s]:
-                field = "m_w" if not isinstance(profile.m_w, list) else f"m_w[{s}]"
-                raise ProfileError(field, m_w[s], f"a value <= m_b = {m_b[s]:g} of stage {s} "
-                                   "(a B cannot hold more than its F stored)")
         limit = profile.memory_limit
         if limit is None:
             memory_limit = (math.inf,) * p

@@ -80,7 +80,7 @@ def test_simulate_retimes_a_hand_written_schedule(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("change", "field"), [
-    ({"m_w": 2.0}, "m_w"),
+    ({"m_w": -2.0}, "m_w"),
     ({"t_f": [1.0, 2.0]}, "t_f"),
     ({"t_b": -1}, "t_b"),
     ({"memory_limit": 0.5}, "memory_limit"),

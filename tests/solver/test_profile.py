@@ -62,10 +62,6 @@ BAD_PROFILES = [
      "t_comm", "(got 8)"),
     ("t_f with v=2 needs 8", _with(num_chunks=2, placement="v", t_f=[1.0] * 4),
      "t_f", "(got 4)"),
-    # m_w > m_b.
-    ("m_w above scalar m_b", _with(m_w=2.0), "m_w", "2.0"),
-    ("m_w list above m_b", _with(m_w=[0.5, 0.5, 1.5, 0.5]), "m_w[2]", "1.5"),
-    ("scalar m_w above one m_b", _with(m_b=[1.0, 0.25, 1.0, 1.0], m_w=0.5), "m_w", "0.5"),
     # Unknown and missing fields.
     ("unknown field", _with(t_x=1.0), "t_x", "1.0"),
     ("misspelt field", _with(num_rank=4), "num_rank", "4"),
