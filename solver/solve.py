@@ -7,13 +7,14 @@ named schedules, ``heuristic`` (the Zero Bubble heuristic with its knob search) 
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
 from solver.chunking import with_chunks
 from solver.emit import schedule_from_simulation
 from solver.errors import ProfileError, ScheduleInvalid
-from solver.exact import SCOPE_ALL, ExactResult, ProgressFn, proven_by_bound
+from solver.exact import SCOPE_ALL, ExactResult, ProgressFn, proven_by_bound, split_fused
 from solver.fb_fusion import fuse_fb
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
@@ -24,6 +25,8 @@ from solver.ops import parts
 from solver.profile import Problem, Profile
 from solver.schedule import Schedule
 from solver.simulator import simulate
+
+logger = logging.getLogger(__name__)
 
 HEURISTIC = "heuristic"
 ILP = "ilp"
@@ -287,11 +290,15 @@ def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
     over all schedules, and no backend runs.
     """
     problem = profile.problem
-    proven = proven_by_bound(problem, hint, objective, options.backend, time.perf_counter())
+    began = time.perf_counter()
+    proven = proven_by_bound(problem, hint, objective, options.backend, began)
     if proven is not None:
         if on_progress is not None:
             on_progress(proven.progress[-1])
         return proven
+    kept = _hint_the_models_cannot_hold(problem, hint, objective, options.backend, began)
+    if kept is not None:
+        return kept
     if options.backend == "milp":
         from solver.milp import solve_milp  # PuLP is imported only when asked for
 
@@ -310,3 +317,23 @@ def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
     return solve_cpsat_phased(problem, hint, objective=objective, time_limit_s=options.time_limit_s,
                        workers=options.workers, fifo=options.fifo, on_progress=on_progress,
                        seed=options.seed)
+
+
+def _hint_the_models_cannot_hold(problem: Problem, hint: Orders, objective: str,
+                                 backend: str, began: float) -> ExactResult | None:
+    """The hint, kept as it is, when the exact models cannot even represent it.
+
+    The models split every fused BW into B then W. Where `m_w > m_b` (DESIGN.md 6.1) the
+    split B holds more than the F did, so a heuristic schedule that fits the limit only
+    thanks to its fused BWs breaks it once split: no model search can start from it, and
+    the answer is the heuristic's, with the general bound.
+    """
+    if simulate(problem, split_fused(hint)).ok:
+        return None
+    sim = simulate(problem, hint)
+    assert sim.metrics is not None, "the hint must be valid"
+    value = sim.metrics.objective(objective)
+    logger.warning("the exact models split fused BWs, and this schedule's BWs (m_w > m_b) "
+                   "do not fit the memory limit once split: keeping the heuristic's schedule")
+    return ExactResult("heuristic", hint, value, sim.metrics.lower_bound,
+                       time.perf_counter() - began, backend, scope=SCOPE_ALL)
