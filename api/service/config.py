@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     keep_alive_s: int = Field(5, ge=1, description="An idle keep-alive connection is "
                               "closed after this many seconds.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 429 and 503.")
+    job_lease_s: float = Field(
+        15.0, gt=0, description="A running job's lease: its replica renews it every third "
+        "of this; a job whose lease expires (its replica died) is failed, keeping its best "
+        "schedule so far.")
     cancel_grace_s: float = Field(
         5.0, gt=0, description="After a cancel, how long a job may take to hand back its best "
         "schedule before its worker is killed.")

@@ -55,23 +55,44 @@ class JobManager:
         self._running: dict[str, _Running] = {}
         self._runners: list[asyncio.Task[None]] = []
         self._context = multiprocessing.get_context("spawn")
+        # This replica's name on its leases: jobs it runs belong to it while it renews them.
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._seen: set[str] = set()  # job ids queued here (the store's queue is shared)
 
     @property
     def ready(self) -> bool:
         return bool(self._runners) and all(not t.done() for t in self._runners)
 
     async def start(self) -> None:
-        """Recover the store's jobs, then start the runners."""
-        for job in self.store.jobs_with_status("running"):
-            log.warning("job %s was running when the service stopped: failed", job.id)
-            self.store.update_job(job.id, status="failed", error="worker lost: the service "
-                                  "stopped while the job was running; submit it again")
-            self.metrics.solves.labels(job.request.get("method", "?"), "failed").inc()
-        for job in self.store.jobs_with_status("queued"):
-            self._queue.put_nowait(job.id)
+        """Recover the store's jobs, then start the runners and the lease keeper.
+
+        Only jobs whose lease has expired are failed: a running job of another replica
+        on the same store keeps running (its replica renews its lease)."""
+        self._reap_and_enqueue()
         self._update_gauges()
         self._runners = [asyncio.create_task(self._runner(), name=f"job-runner-{i}")
                          for i in range(self.settings.job_workers)]
+        self._runners.append(asyncio.create_task(self._keeper(), name="job-lease-keeper"))
+
+    def _reap_and_enqueue(self) -> None:
+        for job in self.store.fail_expired("worker lost: the service running the job "
+                                           "stopped (its lease expired); submit it again"):
+            log.warning("job %s lost its replica: failed (best schedule so far: %s)",
+                        job.id, job.schedule_id)
+            self.metrics.solves.labels(job.request.get("method", "?"), "failed").inc()
+        for job in self.store.jobs_with_status("queued"):
+            if job.id not in self._seen:  # submitted here or through another replica
+                self._seen.add(job.id)
+                self._queue.put_nowait(job.id)
+
+    async def _keeper(self) -> None:
+        """Every third of a lease: fail jobs whose replica died, pick up queued ones."""
+        while True:
+            await asyncio.sleep(self.settings.job_lease_s / 3)
+            try:
+                await asyncio.to_thread(self._reap_and_enqueue)
+            except Exception:  # a store hiccup must not end the keeper
+                log.exception("lease keeper")
 
     async def stop(self) -> None:
         """Stop the runners; running jobs' processes are killed and the jobs failed."""
@@ -98,6 +119,7 @@ class JobManager:
             raise QueueFull("the job queue", self.settings.max_queued_jobs, 429,
                             self.settings.retry_after_s)
         job = self.store.add_job(uuid.uuid4().hex, spec.to_dict(), spec.key)
+        self._seen.add(job.id)
         self._queue.put_nowait(job.id)
         self._update_gauges()
         return job
@@ -108,6 +130,12 @@ class JobManager:
         if job is None or job.status in ("done", "failed", "cancelled"):
             return
         running = self._running.get(job_id)
+        if running is None and job.status == "running":
+            # Another replica runs it: flag it; that replica cancels at its next heartbeat.
+            self.store.request_cancel(job_id)
+            await self._wait_final(job_id, self.settings.job_lease_s +
+                                   self.settings.cancel_grace_s + 5)
+            return
         if running is None:
             self.store.update_job(job_id, status="cancelled", error="cancelled while queued")
             self.metrics.solves.labels(job.request.get("method", "?"), "cancelled").inc()
@@ -123,6 +151,15 @@ class JobManager:
         except TimeoutError:
             log.error("job %s did not stop after cancel", job_id)
 
+    async def _wait_final(self, job_id: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            job = self.store.get_job(job_id)
+            if job is None or job.status in ("done", "failed", "cancelled"):
+                return
+            await asyncio.sleep(_POLL_S * 4)
+        log.error("job %s did not stop after a cancel through this replica", job_id)
+
     # Runners.
 
     async def _runner(self) -> None:
@@ -130,6 +167,9 @@ class JobManager:
             job_id = await self._queue.get()
             job = self.store.get_job(job_id)
             if job is None or job.status != "queued":
+                continue
+            # Atomic: of the replicas that queued this id, one claims it.
+            if not self.store.claim_job(job_id, self.owner, self.settings.job_lease_s):
                 continue
             try:
                 await self._run(job)
@@ -151,8 +191,9 @@ class JobManager:
         child_conn.close()
         running = _Running(process, parent_conn, time.monotonic())
         self._running[job.id] = running
-        self.store.update_job(job.id, status="running")
         self._update_gauges()
+        renew_at = time.monotonic()
+        held = True
         incumbent: str | None = None
         result: tuple[str, str] | None = None
         # ilp stops at its time limit; the other methods have none of their own, so a
@@ -171,6 +212,7 @@ class JobManager:
                         break
                     if kind == "incumbent":
                         incumbent = payload
+                        self._checkpoint(job.id, payload)
                         self._progress(job.id, running, *_objective_and_bound(payload))
                     elif kind == "progress":
                         self._progress(job.id, running, payload[1], payload[2])
@@ -179,6 +221,18 @@ class JobManager:
                 if closed or (not process.is_alive() and not parent_conn.poll()):
                     break
                 now = time.monotonic()
+                if now >= renew_at:  # heartbeat: renew the lease, see remote cancels
+                    renew_at = now + self.settings.job_lease_s / 3
+                    held, cancel = self.store.renew_lease(job.id, self.owner,
+                                                          self.settings.job_lease_s)
+                    if not held:  # failed by another replica: its end is written
+                        log.error("job %s lost its lease: stopped", job.id)
+                        process.kill()
+                        break
+                    if cancel and running.cancel_at is None:
+                        running.cancel_at = now
+                        if process.pid is not None and process.is_alive():
+                            os.kill(process.pid, signal.SIGINT)
                 if running.cancel_at is not None and \
                         now > running.cancel_at + self.settings.cancel_grace_s:
                     process.kill()
@@ -187,13 +241,22 @@ class JobManager:
                     process.kill()
                 await asyncio.sleep(_POLL_S)
             process.join(timeout=1)
-            self._finish(job, running, result, incumbent, process.exitcode)
+            # The end is written once: by the lease's holder, which renews it first so
+            # no replica can take it as expired meanwhile.
+            if held and self.store.renew_lease(job.id, self.owner,
+                                               self.settings.job_lease_s)[0]:
+                self._finish(job, running, result, incumbent, process.exitcode)
+                self.store.drop_lease(job.id)
         finally:
             if process.is_alive():  # the runner itself was cancelled (shutdown)
                 process.kill()
                 process.join(timeout=1)
-                self.store.update_job(job.id, status="failed", error="worker lost: the "
-                                      "service stopped while the job was running")
+                # Failed at once, not left for its lease to expire: this replica is
+                # stopping on purpose. The checkpointed schedule stays with the job.
+                if self.store.renew_lease(job.id, self.owner, self.settings.job_lease_s)[0]:
+                    self.store.update_job(job.id, status="failed", error="worker lost: the "
+                                          "service stopped while the job was running")
+                    self.store.drop_lease(job.id)
             parent_conn.close()
             self._running.pop(job.id, None)
             running.finished.set()
@@ -234,6 +297,13 @@ class JobManager:
         schedule_id = job.request_key if cache else content_id(schedule_json)
         self.store.put_schedule(schedule_id, with_links(schedule_json, schedule_id))
         self.store.update_job(job_id, status=status, schedule_id=schedule_id)
+
+    def _checkpoint(self, job_id: str, schedule_json: str) -> None:
+        """Keep the best schedule so far with the running job, so that a crash of this
+        replica leaves it behind (the job fails with its schedule_id)."""
+        schedule_id = content_id(schedule_json)
+        self.store.put_schedule(schedule_id, with_links(schedule_json, schedule_id))
+        self.store.update_job(job_id, schedule_id=schedule_id)
 
     def _progress(self, job_id: str, running: _Running, best: float | None,
                   bound: float | None = None) -> None:

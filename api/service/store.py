@@ -7,6 +7,8 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     request_key TEXT NOT NULL, progress TEXT, schedule_id TEXT, error TEXT,
     created REAL NOT NULL, updated REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
+CREATE TABLE IF NOT EXISTS leases (
+    job_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL,
+    cancel INTEGER NOT NULL DEFAULT 0);
 """
 
 
@@ -117,6 +122,67 @@ class Store:
         with self._lock:
             self._db.execute(f"UPDATE jobs SET {columns}, updated = ? WHERE id = ?",
                              (*fields.values(), time.time(), job_id))
+
+    # Leases: a running job belongs to the replica (owner) whose lease on it is current.
+
+    def claim_job(self, job_id: str, owner: str, lease_s: float) -> bool:
+        """Move a queued job to running under `owner`'s lease; False if another replica
+        (or a cancel) got to it first."""
+        now = time.time()
+        with self._lock, self._transaction():
+            claimed = self._db.execute(
+                "UPDATE jobs SET status = 'running', updated = ? WHERE id = ? AND "
+                "status = 'queued'", (now, job_id)).rowcount == 1
+            if claimed:
+                self._db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, 0)",
+                                 (job_id, owner, now + lease_s))
+        return claimed
+
+    def renew_lease(self, job_id: str, owner: str, lease_s: float) -> tuple[bool, bool]:
+        """(whether `owner` still holds the job, whether a cancel was asked for it)."""
+        with self._lock:
+            held = self._db.execute("UPDATE leases SET expires = ? WHERE job_id = ? AND "
+                                    "owner = ?", (time.time() + lease_s, job_id,
+                                                  owner)).rowcount == 1
+            row = self._db.execute("SELECT cancel FROM leases WHERE job_id = ?",
+                                   (job_id,)).fetchone()
+        return held, bool(row and row[0])
+
+    def drop_lease(self, job_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM leases WHERE job_id = ?", (job_id,))
+
+    def request_cancel(self, job_id: str) -> bool:
+        """Flag a running job for its owner to cancel (seen at its next heartbeat)."""
+        with self._lock:
+            return self._db.execute("UPDATE leases SET cancel = 1 WHERE job_id = ?",
+                                    (job_id,)).rowcount == 1
+
+    def fail_expired(self, error: str) -> list[JobRecord]:
+        """Fail, once, each running job whose lease has expired (its replica died); the
+        checkpointed schedule (schedule_id) stays with it."""
+        now = time.time()
+        with self._lock, self._transaction():
+            ids = [row[0] for row in self._db.execute(
+                "SELECT jobs.id FROM jobs LEFT JOIN leases ON leases.job_id = jobs.id "
+                "WHERE jobs.status = 'running' AND (leases.expires IS NULL OR "
+                "leases.expires < ?)", (now,)).fetchall()]
+            for job_id in ids:
+                self._db.execute("UPDATE jobs SET status = 'failed', error = ?, updated = ? "
+                                 "WHERE id = ? AND status = 'running'", (error, now, job_id))
+                self._db.execute("DELETE FROM leases WHERE job_id = ?", (job_id,))
+        return [job for job in map(self.get_job, ids) if job is not None]
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        # BEGIN IMMEDIATE takes the write lock at once: two replicas cannot both claim.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def count_jobs(self, status: str) -> int:
         with self._lock:

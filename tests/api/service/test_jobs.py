@@ -83,7 +83,7 @@ def test_cancel_keeps_the_best_schedule_so_far(server: Server) -> None:
 
 def test_a_killed_worker_fails_its_job_and_a_restart_fails_the_running_one(
         start_server: Any) -> None:
-    first = start_server(workers=1)
+    first = start_server(workers=1, job_lease_s=3)
     kept = first.client.post("/v1/schedules", json={"profile": EASY}).json()
     pool = set(first.children())  # the solver pool's worker, started by that solve
     request: dict[str, Any] = {"profile": HARD, "method": "ilp", "time_limit_s": 120.0}
@@ -98,14 +98,20 @@ def test_a_killed_worker_fails_its_job_and_a_restart_fails_the_running_one(
     # Now the service itself dies while a job runs; a new one on the same store...
     second_request = {**request, "time_limit_s": 119.0}
     running_id = first.client.post("/v1/jobs", json=second_request).json()["id"]
-    wait_for_job(first.client, running_id, ("running",))
+    checkpointed = wait_for_job(first.client, running_id, ("running",), has_progress=True)
+    assert checkpointed["schedule_id"]  # the heuristic's schedule, kept while it runs
     queued_id = first.client.post("/v1/jobs", json={"profile": EASY, "method": "1f1b"}
                                   ).json()["id"]
     orphans = first.children()  # the job's process and the pool's
     first.stop(kill=True)
-    second = start_server(workers=1)
-    lost = second.client.get(f"/v1/jobs/{running_id}").json()
-    assert lost["status"] == "failed" and "service stopped" in lost["error"]
+    second = start_server(workers=1, job_lease_s=3)
+    # Failed once its lease expires (not at start-up: it might be another live replica's),
+    # with its best schedule so far.
+    lost = wait_for_job(second.client, running_id, ("failed",))
+    assert "lease expired" in lost["error"]
+    assert lost["schedule_id"] == checkpointed["schedule_id"]
+    best = second.client.get(f"/v1/schedules/{lost['schedule_id']}").json()
+    assert parse_schedule(best).profile.num_ranks == HARD["num_ranks"]
     # ...runs what was queued, keeps the results, and the old job process is gone.
     assert wait_for_job(second.client, queued_id, ("done",))["schedule_id"]
     again = second.client.post("/v1/schedules", json={"profile": EASY})
@@ -122,3 +128,22 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_two_replicas_share_jobs_and_cancel_through_either(start_server: Any) -> None:
+    first = start_server(job_lease_s=3)
+    request: dict[str, Any] = {"profile": HARD, "method": "ilp", "time_limit_s": 120.0}
+    job_id = first.client.post("/v1/jobs", json=request).json()["id"]
+    wait_for_job(first.client, job_id, ("running",), has_progress=True)
+    # A second replica on the same store: its start-up failed the first's running job.
+    second = start_server(job_lease_s=3)
+    assert second.client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
+    # A cancel through the replica that does not run it stops it, with its best schedule.
+    cancelled = second.client.delete(f"/v1/jobs/{job_id}").json()
+    assert cancelled["status"] == "cancelled", cancelled
+    assert cancelled["schedule_id"] and cancelled["error"] is None
+    assert first.client.get(f"/v1/jobs/{job_id}").json() == cancelled
+    # A job submitted through one replica runs exactly once, on one of them.
+    quick = first.client.post("/v1/jobs", json={"profile": EASY, "method": "zb-h1"}).json()
+    done = wait_for_job(second.client, quick["id"], ("done", "failed"))
+    assert done["status"] == "done" and done["error"] is None
