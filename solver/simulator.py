@@ -437,26 +437,21 @@ def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
                 continue
             k, sj = divmod(x, block)
             if k == _FB:
+                # The forward's activations are held before the backward frees its own.
                 f_id, bw_id = pairs[sj]
                 high = held + delta[_F][(f_id % block) // m]
                 held = high + delta[_BW][(bw_id % block) // m]
-                if high > peak:
-                    peak = high
-                    if high > limit and not flagged:
-                        flagged = True
-                        violations.append(Violation(
-                            "memory", f"rank {r} holds {high:g} > memory_limit "
-                            f"{problem.memory_limit[r]:g} during {ranks[r][i]} (position {i})",
-                            r, i))
-                continue
-            held += delta[k][sj // m]
-            if held > peak:
-                peak = held
-                if held > limit and not flagged:
+                when = "during"
+            else:
+                held += delta[k][sj // m]
+                high, when = held, "after"
+            if high > peak:
+                peak = high
+                if high > limit and not flagged:
                     flagged = True
                     violations.append(Violation(
-                        "memory", f"rank {r} holds {held:g} > memory_limit "
-                        f"{problem.memory_limit[r]:g} after {ranks[r][i]} (position {i})",
+                        "memory", f"rank {r} holds {high:g} > memory_limit "
+                        f"{problem.memory_limit[r]:g} {when} {ranks[r][i]} (position {i})",
                         r, i))
         peaks.append(peak)
     return tuple(peaks)

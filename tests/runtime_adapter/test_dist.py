@@ -46,14 +46,7 @@ def equivalence_results() -> dict[int, list[dict[str, dict[str, float]]]]:
 def test_step_equals_unpipelined_model(equivalence_results: dict[int, Any], world: int,
                                        case: tuple[str, int, int, str | None]) -> None:
     per_rank = [rank[_key(case)] for rank in equivalence_results[world]]
-    for rank, figures in enumerate(per_rank):
-        assert figures["num_params"] > 0
-        assert figures["loss"] <= TOLERANCE, (rank, figures)
-        assert figures["grad"] <= TOLERANCE, (rank, figures)
-        assert figures["param"] <= TOLERANCE, (rank, figures)
-        assert figures["held"] == 0, f"rank {rank} still holds stashed microbatches"
-    # Exactly one rank runs the last stage and reports the loss.
-    assert sum(f["has_loss"] for f in per_rank) == 1
+    workers.assert_equals_unpipelined(per_rank, TOLERANCE)
 
 
 def test_post_update_validation_rolls_back_to_the_synchronous_result() -> None:

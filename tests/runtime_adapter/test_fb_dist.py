@@ -39,10 +39,4 @@ def test_dualpipe_v_step_equals_unpipelined_model(case: tuple[str, int, int, str
     results: list[Any] = launch_local(workers.equivalence, 2, [case], timeout_s=300)
     method, _, v, placement = case
     per_rank = [rank[f"{method}-v{v}-{placement}"] for rank in results]
-    for rank, figures in enumerate(per_rank):
-        assert figures["num_params"] > 0
-        assert figures["loss"] <= TOLERANCE, (rank, figures)
-        assert figures["grad"] <= TOLERANCE, (rank, figures)
-        assert figures["param"] <= TOLERANCE, (rank, figures)
-        assert figures["held"] == 0, f"rank {rank} still holds stashed microbatches"
-    assert sum(f["has_loss"] for f in per_rank) == 1
+    workers.assert_equals_unpipelined(per_rank, TOLERANCE)

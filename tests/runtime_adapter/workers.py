@@ -342,3 +342,16 @@ def loss_scaling(rank: int, world: int) -> dict[str, Any]:
     moved = any(not torch.equal(p, q) for p, q in zip(executor.parameters(), before,
                                                       strict=True))
     return {"fp32_err": fp32_err, "history": history, "moved": moved}
+
+
+def assert_equals_unpipelined(per_rank: list[dict[str, float]], tolerance: float) -> None:
+    """The figures `equivalence` returned for one case, one dict per rank: loss, every
+    gradient and every parameter within `tolerance` of the unpipelined model, nothing left
+    stashed, and exactly one rank (the last stage's) reporting the loss."""
+    for rank, figures in enumerate(per_rank):
+        assert figures["num_params"] > 0
+        assert figures["loss"] <= tolerance, (rank, figures)
+        assert figures["grad"] <= tolerance, (rank, figures)
+        assert figures["param"] <= tolerance, (rank, figures)
+        assert figures["held"] == 0, f"rank {rank} still holds stashed microbatches"
+    assert sum(f["has_loss"] for f in per_rank) == 1
