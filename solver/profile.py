@@ -169,24 +169,52 @@ class Problem:
     m_w: tuple[float, ...]
     memory_limit: tuple[float, ...]  # math.inf where there is no limit
     overlap: float = 1.0  # an FB's duration factor (DESIGN.md 6.4)
-    # DESIGN.md 6.2; empty: every microbatch takes the per-stage values (filled in below).
-    t_f_mb: Matrix = field(default=(), compare=False, repr=False)
-    t_b_mb: Matrix = field(default=(), compare=False, repr=False)
-    t_w_mb: Matrix = field(default=(), compare=False, repr=False)
-    t_comm_mb: Matrix = field(default=(), compare=False, repr=False)
-    m_b_mb: Matrix = field(default=(), compare=False, repr=False)
-    m_w_mb: Matrix = field(default=(), compare=False, repr=False)
-    # Hashing and equality go through this key, so equal problems share caches (bounds).
-    _key: tuple[Matrix, ...] = field(default=(), repr=False)
+    # DESIGN.md 6.2: the [stage][microbatch] matrices of unequal microbatches; empty when
+    # every microbatch takes the per-stage values (the `t_f_mb` ... properties then
+    # derive them, so `dataclasses.replace` of a per-stage field stays consistent).
+    _t_f_mb: Matrix = field(default=(), repr=False)
+    _t_b_mb: Matrix = field(default=(), repr=False)
+    _t_w_mb: Matrix = field(default=(), repr=False)
+    _t_comm_mb: Matrix = field(default=(), repr=False)
+    _m_b_mb: Matrix = field(default=(), repr=False)
+    _m_w_mb: Matrix = field(default=(), repr=False)
 
-    def __post_init__(self) -> None:
+    def _matrix(self, name: str) -> Matrix:
+        given: Matrix = getattr(self, f"_{name}_mb")
+        if given:
+            return given
         m = self.num_microbatches
-        for name in ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w"):
-            if not getattr(self, f"{name}_mb"):
-                object.__setattr__(self, f"{name}_mb",
-                                   tuple((x,) * m for x in getattr(self, name)))
-        object.__setattr__(self, "_key", (self.t_f_mb, self.t_b_mb, self.t_w_mb,
-                                          self.t_comm_mb, self.m_b_mb, self.m_w_mb))
+        return tuple((x,) * m for x in getattr(self, name))
+
+    @cached_property
+    def t_f_mb(self) -> Matrix:
+        """F times, ``[stage][microbatch]``."""
+        return self._matrix("t_f")
+
+    @cached_property
+    def t_b_mb(self) -> Matrix:
+        """B times, ``[stage][microbatch]``."""
+        return self._matrix("t_b")
+
+    @cached_property
+    def t_w_mb(self) -> Matrix:
+        """W times, ``[stage][microbatch]``."""
+        return self._matrix("t_w")
+
+    @cached_property
+    def t_comm_mb(self) -> Matrix:
+        """Latencies, ``[boundary][microbatch]``."""
+        return self._matrix("t_comm")
+
+    @cached_property
+    def m_b_mb(self) -> Matrix:
+        """Activation memory of F, ``[stage][microbatch]``."""
+        return self._matrix("m_b")
+
+    @cached_property
+    def m_w_mb(self) -> Matrix:
+        """Memory a B holds until its W, ``[stage][microbatch]``."""
+        return self._matrix("m_w")
 
     @classmethod
     def from_profile(cls, profile: Profile) -> Problem:
@@ -213,6 +241,8 @@ class Problem:
                 factors = memory_scale if name in ("m_b", "m_w", "t_comm") else time_scale
                 matrices[name] = tuple(tuple(x * c for c in factors) for x in rows[name])
                 rows[name] = tuple(_mean(row) for row in matrices[name])
+        if all(len(set(row)) <= 1 for matrix in matrices.values() for row in matrix):
+            matrices = {name: () for name in fields}  # alike: derived from the rows
         # m_w may exceed m_b (DESIGN.md section 6.1): a B then adds m_w - m_b > 0.
         limit = profile.memory_limit
         if limit is None:
@@ -239,7 +269,8 @@ class Problem:
     @cached_property
     def uniform_microbatches(self) -> bool:
         """Whether every microbatch takes the same values on every stage."""
-        return all(len(set(row)) <= 1 for matrix in self._key for row in matrix)
+        return all(len(set(row)) <= 1 for name in ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
+                   for row in getattr(self, f"_{name}_mb"))
 
     @cached_property
     def microbatch_sizes(self) -> tuple[float, ...]:
@@ -268,15 +299,15 @@ class Problem:
         if sorted(order) != list(range(m)):
             raise ProfileError("microbatch_order", order,
                                f"a permutation of 0..{m - 1} (each input microbatch once)")
-        if order == list(range(m)):
+        if order == list(range(m)) or self.uniform_microbatches:
             return self
 
         def permute(matrix: Matrix) -> Matrix:
             return tuple(tuple(row[i] for i in order) for row in matrix)
 
-        return replace(self, t_f_mb=permute(self.t_f_mb), t_b_mb=permute(self.t_b_mb),
-                       t_w_mb=permute(self.t_w_mb), t_comm_mb=permute(self.t_comm_mb),
-                       m_b_mb=permute(self.m_b_mb), m_w_mb=permute(self.m_w_mb), _key=())
+        return replace(self, _t_f_mb=permute(self.t_f_mb), _t_b_mb=permute(self.t_b_mb),
+                       _t_w_mb=permute(self.t_w_mb), _t_comm_mb=permute(self.t_comm_mb),
+                       _m_b_mb=permute(self.m_b_mb), _m_w_mb=permute(self.m_w_mb))
 
     def comm_mb(self, s: int, t: int, j: int) -> float:
         """Latency of microbatch ``j`` between adjacent stages s and t; 0 on one rank."""
