@@ -301,7 +301,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                                    "schedule JSON (it has its profile); the option reads a "
                                    "torch CSV (a .csv file, or `ppsched import-csv`)")
         schedule = parse_schedule(read_json(args.schedule, "schedule"))
-    sim = simulate(schedule.profile.problem, schedule.orders())
+    sim = simulate(schedule.problem(), schedule.orders())
     if not sim.ok:
         count = len(sim.violations)
         print(f"{args.schedule}: INVALID, {count} violation{'s' * (count != 1)}")
@@ -346,7 +346,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
                            "--grid")
     _check_outputs(args)
     schedule = parse_schedule(read_json(args.schedule, "schedule"))
-    sim = simulate(schedule.profile.problem, schedule.orders())
+    sim = simulate(schedule.problem(), schedule.orders())
     if not sim.ok:
         raise ScheduleInvalid(sim.violations, order_grid(sim.order, sim.violations))
     retimed = schedule_from_simulation(schedule.profile, sim, schedule.method)

@@ -20,6 +20,13 @@ _EPS = 1e-9
 def lower_bound(problem: Problem) -> float:
     """The best lower bound ppsched can prove for `problem` (cost; makespan is >= cost)."""
     bound = problem.simple_lower_bound
+    if not problem.uniform_microbatches:
+        # The round-trip and memory bounds below read one value per stage; with unequal
+        # microbatches (DESIGN.md 6.2) only the round trip is generalised.
+        if problem.num_chunks == 1:
+            bound = max(bound, *(unequal_round_trip_bound(problem, r)
+                                 for r in range(problem.num_ranks)))
+        return bound
     if problem.num_chunks == 1:
         bound = max(bound, *(rank_span_bound(problem, r) for r in range(problem.num_ranks)),
                     *(memory_chain_bound(problem, r) for r in range(problem.num_ranks)))
@@ -36,6 +43,27 @@ def round_trip(problem: Problem, stage: int) -> float:
     forward = sum(problem.t_f[stage:]) + sum(problem.t_comm[stage:last])
     backward = sum(problem.t_b[stage + 1:]) + sum(problem.t_comm[stage:last])
     return forward + backward
+
+
+def unequal_round_trip_bound(problem: Problem, rank: int) -> float:
+    """A lower bound on the span of `rank` (one stage per rank) with unequal microbatches.
+
+    Let microbatch j be the one of the rank's last F. Every other F of the rank runs
+    before it; after it, j's forward goes down to the last stage and its backward comes
+    back up (each op with j's own times, each boundary with j's own latency), then B and
+    W of j run here. Not knowing j, the least over j bounds the span; it never falls below
+    the rank's total op time.
+    """
+    s, m, last = rank, problem.num_microbatches, problem.num_stages - 1
+    f, b, w = problem.t_f_mb, problem.t_b_mb, problem.t_w_mb
+    all_f = math.fsum(f[s])
+    best = math.inf
+    for j in range(m):
+        comm = math.fsum(problem.t_comm_mb[x][j] for x in range(s, last))
+        trip = math.fsum(f[x][j] for x in range(s, last + 1)) \
+            + math.fsum(b[x][j] for x in range(s + 1, last + 1)) + 2 * comm
+        best = min(best, all_f - f[s][j] + trip + b[s][j] + w[s][j])
+    return max(problem.busy_per_rank[rank], best)
 
 
 def rank_span_bound(problem: Problem, rank: int) -> float:

@@ -45,8 +45,9 @@ def with_chunks(profile: Profile, num_chunks: int, placement: str | None) -> Pro
     data: dict[str, Any] = profile.model_dump(mode="json")
     for field in PER_STAGE_FIELDS:
         value = data[field]
-        if isinstance(value, list):
-            data[field] = [x / v for x in value for _ in range(v)]
+        if isinstance(value, list):  # per stage, or per stage and microbatch (6.2)
+            data[field] = [[c / v for c in x] if isinstance(x, list) else x / v
+                           for x in value for _ in range(v)]
         else:
             data[field] = value / v
     t_comm = data["t_comm"]

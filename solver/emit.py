@@ -7,6 +7,8 @@ schedule is the simulator's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from solver.ops import FBOp, Op
 from solver.profile import Profile
 from solver.schedule import Schedule, ScheduledOp, ScheduleMetrics, SolverInfo, Status
@@ -15,20 +17,26 @@ from solver.simulator import Simulation, validate
 
 def schedule_from_orders(profile: Profile, orders: list[list[Op]], method: str, *,
                          status: Status = "heuristic", wall_s: float = 0.0,
-                         objective: str = "cost", bound: float | None = None) -> Schedule:
+                         objective: str = "cost", bound: float | None = None,
+                         microbatch_order: Sequence[int] | None = None) -> Schedule:
     """Simulate and validate `orders`, and wrap them as a Schedule.
+
+    With `microbatch_order` (DESIGN.md 6.2), microbatch j of the orders is input
+    microbatch ``microbatch_order[j]``, and is timed with its values.
 
     Raises:
         ScheduleInvalid: when the orders break the contract (all violations listed).
     """
-    sim = validate(profile.problem, orders)
+    sim = validate(profile.problem.reordered(microbatch_order), orders)
     return schedule_from_simulation(profile, sim, method, status=status, wall_s=wall_s,
-                                    objective=objective, bound=bound)
+                                    objective=objective, bound=bound,
+                                    microbatch_order=microbatch_order)
 
 
 def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
                              status: Status = "heuristic", wall_s: float = 0.0,
-                             objective: str = "cost", bound: float | None = None) -> Schedule:
+                             objective: str = "cost", bound: float | None = None,
+                             microbatch_order: Sequence[int] | None = None) -> Schedule:
     """Wrap a valid simulation as a Schedule; figures are the simulator's.
 
     The parts are built without pydantic's validation (`model_construct`): the profile is
@@ -47,8 +55,10 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
              for r, ops in enumerate(sim.order)]
     info = SolverInfo(status=status, objective=value, bound=best_bound,
                       gap=(value - best_bound) / value if value > 0 else 0.0, wall_s=wall_s)
+    order = list(microbatch_order) if microbatch_order is not None and \
+        list(microbatch_order) != list(range(profile.num_microbatches)) else None
     return Schedule.model_construct(profile=profile, method=method, ranks=ranks,
-                                    metrics=metrics, solver=info)
+                                    metrics=metrics, solver=info, microbatch_order=order)
 
 
 def _fb_field(op: Op, which: int) -> int | None:

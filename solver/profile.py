@@ -9,16 +9,28 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from solver.errors import ProfileError, _short
 
 PerStage = float | list[float]
+# DESIGN.md 6.2: a per-stage value may also be a matrix, [stage][microbatch].
+PerStageMb = float | list[float] | list[list[float]]
+Matrix = tuple[tuple[float, ...], ...]
 
 # What each field accepts, in the words an error message uses.
 ACCEPTED = {
@@ -28,16 +40,35 @@ ACCEPTED = {
     "num_microbatches": "an integer >= 1",
     "num_chunks": "an integer >= 1",
     "placement": "'loop' or 'v' (needed when num_chunks > 1)",
-    "t_f": "a number >= 0 or a list of num_ranks*num_chunks numbers",
-    "t_b": "a number >= 0 or a list of num_ranks*num_chunks numbers",
-    "t_w": "a number >= 0 or a list of num_ranks*num_chunks numbers",
-    "t_comm": "a number >= 0 or a list of num_ranks*num_chunks-1 numbers",
-    "m_b": "a number >= 0 or a list of num_ranks*num_chunks numbers",
-    "m_w": "a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "t_f": "a number >= 0, a list of num_ranks*num_chunks numbers, or a matrix of "
+           "num_ranks*num_chunks rows of num_microbatches numbers",
+    "t_b": "a number >= 0, a list of num_ranks*num_chunks numbers, or a matrix of "
+           "num_ranks*num_chunks rows of num_microbatches numbers",
+    "t_w": "a number >= 0, a list of num_ranks*num_chunks numbers, or a matrix of "
+           "num_ranks*num_chunks rows of num_microbatches numbers",
+    "t_comm": "a number >= 0, a list of num_ranks*num_chunks-1 numbers, or a matrix of "
+              "num_ranks*num_chunks-1 rows of num_microbatches numbers",
+    "m_b": "a number >= 0, a list of num_ranks*num_chunks numbers, or a matrix of "
+           "num_ranks*num_chunks rows of num_microbatches numbers",
+    "m_w": "a number >= 0, a list of num_ranks*num_chunks numbers, or a matrix of "
+           "num_ranks*num_chunks rows of num_microbatches numbers",
     "memory_limit": "null (no limit), a number > 0, or a list of num_ranks numbers",
     "overlap": "a number > 0 and <= 1 (an FB op takes overlap * (t_f + t_b + t_w); "
                "1: no gain)",
+    "microbatches": "null, or a list of num_microbatches objects {\"scale\": c, "
+                    "\"memory_scale\": k} (numbers > 0, default 1): microbatch j takes c "
+                    "times t_f, t_b, t_w and k times m_b, m_w, t_comm",
 }
+
+
+class MicrobatchScale(BaseModel):
+    """One microbatch's size relative to the profile's per-stage values (DESIGN.md 6.2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    scale: float = Field(1.0, description="Factor on t_f, t_b and t_w of every stage.")
+    memory_scale: float = Field(1.0, description="Factor on m_b, m_w and t_comm.")
+
 
 
 class Profile(BaseModel):
@@ -56,16 +87,16 @@ class Profile(BaseModel):
         description="Stage-to-rank map when v > 1: 'loop' (stage s on rank s % p) or "
         "'v' (stage s < p on rank s, stage s >= p on rank 2p-1-s; v = 2 only).",
     )
-    t_f: PerStage = Field(description="Time of one F of one microbatch on one stage.")
-    t_b: PerStage = Field(description="Time of one B (input gradient) on one stage.")
-    t_w: PerStage = Field(description="Time of one W (weight gradient) on one stage.")
-    t_comm: PerStage = Field(
+    t_f: PerStageMb = Field(description="Time of one F of one microbatch on one stage.")
+    t_b: PerStageMb = Field(description="Time of one B (input gradient) on one stage.")
+    t_w: PerStageMb = Field(description="Time of one W (weight gradient) on one stage.")
+    t_comm: PerStageMb = Field(
         0.0,
         description="Latency between dependent ops on different ranks; a number or a list "
         "of p*v-1 values, one per stage boundary (s, s+1).",
     )
-    m_b: PerStage = Field(description="Activation memory one F adds on its stage.")
-    m_w: PerStage = Field(
+    m_b: PerStageMb = Field(description="Activation memory one F adds on its stage.")
+    m_w: PerStageMb = Field(
         description="Memory a B leaves held until its W (m_w >= 0; may exceed m_b).")
     memory_limit: float | list[float] | None = Field(
         None,
@@ -78,6 +109,20 @@ class Profile(BaseModel):
         description="DESIGN.md 6.4: an FB op (the F of one microbatch overlapped with the "
         "BW of another) takes overlap * (t_f + t_b + t_w); 1 means no gain.",
     )
+    microbatches: list[MicrobatchScale] | None = Field(
+        None,
+        description="DESIGN.md 6.2: one {scale, memory_scale} per microbatch (unequal "
+        "microbatches); null: all alike. Not together with a matrix field.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_extensions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A profile without `microbatches` echoes exactly as before DESIGN.md 6.2 (same
+        # JSON, same content hashes in the service's store).
+        data: dict[str, Any] = handler(self)
+        if data.get("microbatches", 0) is None:
+            del data["microbatches"]
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> Profile:
@@ -104,6 +149,12 @@ class Problem:
     Stages are global indices ``0..num_stages-1`` in model order (DESIGN.md section 1).
     ``t_comm[s]`` is the latency across the boundary between stage ``s`` and ``s+1``; it
     applies only when the two stages run on different ranks.
+
+    With unequal microbatches (DESIGN.md 6.2) the matrices ``t_f_mb`` ... ``t_comm_mb``
+    (``[stage][microbatch]``) hold each microbatch's values and every figure comes from
+    them; the per-stage tuples are then the mean over microbatches, representative values
+    for an algorithm's decisions only. With equal microbatches the tuples are exactly the
+    profile's values and each matrix row repeats them.
     """
 
     num_ranks: int
@@ -118,6 +169,52 @@ class Problem:
     m_w: tuple[float, ...]
     memory_limit: tuple[float, ...]  # math.inf where there is no limit
     overlap: float = 1.0  # an FB's duration factor (DESIGN.md 6.4)
+    # DESIGN.md 6.2: the [stage][microbatch] matrices of unequal microbatches; empty when
+    # every microbatch takes the per-stage values (the `t_f_mb` ... properties then
+    # derive them, so `dataclasses.replace` of a per-stage field stays consistent).
+    _t_f_mb: Matrix = field(default=(), repr=False)
+    _t_b_mb: Matrix = field(default=(), repr=False)
+    _t_w_mb: Matrix = field(default=(), repr=False)
+    _t_comm_mb: Matrix = field(default=(), repr=False)
+    _m_b_mb: Matrix = field(default=(), repr=False)
+    _m_w_mb: Matrix = field(default=(), repr=False)
+
+    def _matrix(self, name: str) -> Matrix:
+        given: Matrix = getattr(self, f"_{name}_mb")
+        if given:
+            return given
+        m = self.num_microbatches
+        return tuple((x,) * m for x in getattr(self, name))
+
+    @cached_property
+    def t_f_mb(self) -> Matrix:
+        """F times, ``[stage][microbatch]``."""
+        return self._matrix("t_f")
+
+    @cached_property
+    def t_b_mb(self) -> Matrix:
+        """B times, ``[stage][microbatch]``."""
+        return self._matrix("t_b")
+
+    @cached_property
+    def t_w_mb(self) -> Matrix:
+        """W times, ``[stage][microbatch]``."""
+        return self._matrix("t_w")
+
+    @cached_property
+    def t_comm_mb(self) -> Matrix:
+        """Latencies, ``[boundary][microbatch]``."""
+        return self._matrix("t_comm")
+
+    @cached_property
+    def m_b_mb(self) -> Matrix:
+        """Activation memory of F, ``[stage][microbatch]``."""
+        return self._matrix("m_b")
+
+    @cached_property
+    def m_w_mb(self) -> Matrix:
+        """Memory a B holds until its W, ``[stage][microbatch]``."""
+        return self._matrix("m_w")
 
     @classmethod
     def from_profile(cls, profile: Profile) -> Problem:
@@ -128,13 +225,24 @@ class Problem:
         if placement == "v" and v != 2:
             raise ProfileError("placement", "v", f"'loop' (V placement needs num_chunks = 2, "
                                f"got num_chunks = {v})")
-        num_stages = p * v
-        t_f = _per_stage("t_f", profile.t_f, num_stages)
-        t_b = _per_stage("t_b", profile.t_b, num_stages)
-        t_w = _per_stage("t_w", profile.t_w, num_stages)
-        t_comm = _per_stage("t_comm", profile.t_comm, num_stages - 1, what="stage boundary")
-        m_b = _per_stage("m_b", profile.m_b, num_stages)
-        m_w = _per_stage("m_w", profile.m_w, num_stages)
+        num_stages, m = p * v, profile.num_microbatches
+        fields = {"t_f": num_stages, "t_b": num_stages, "t_w": num_stages,
+                  "t_comm": num_stages - 1, "m_b": num_stages, "m_w": num_stages}
+        values = {name: getattr(profile, name) for name in fields}
+        scales = _microbatch_scales(profile, values)
+        rows: dict[str, tuple[float, ...]] = {}
+        matrices: dict[str, Matrix] = {}
+        for name, count in fields.items():
+            what = "stage boundary" if name == "t_comm" else "stage"
+            rows[name], matrices[name] = _per_stage_mb(name, values[name], count, m, what)
+        if scales is not None:
+            time_scale, memory_scale = scales
+            for name in fields:
+                factors = memory_scale if name in ("m_b", "m_w", "t_comm") else time_scale
+                matrices[name] = tuple(tuple(x * c for c in factors) for x in rows[name])
+                rows[name] = tuple(_mean(row) for row in matrices[name])
+        if all(len(set(row)) <= 1 for matrix in matrices.values() for row in matrix):
+            matrices = {name: () for name in fields}  # alike: derived from the rows
         # m_w may exceed m_b (DESIGN.md section 6.1): a B then adds m_w - m_b > 0.
         limit = profile.memory_limit
         if limit is None:
@@ -150,8 +258,62 @@ class Problem:
         overlap = profile.overlap
         if not (math.isfinite(overlap) and 0 < overlap <= 1):
             raise ProfileError("overlap", overlap, ACCEPTED["overlap"])
-        return cls(p, profile.num_microbatches, v, placement or "loop",
-                   t_f, t_b, t_w, t_comm, m_b, m_w, memory_limit, float(overlap))
+        return cls(p, m, v, placement or "loop",
+                   rows["t_f"], rows["t_b"], rows["t_w"], rows["t_comm"], rows["m_b"],
+                   rows["m_w"], memory_limit, float(overlap),
+                   matrices["t_f"], matrices["t_b"], matrices["t_w"], matrices["t_comm"],
+                   matrices["m_b"], matrices["m_w"])
+
+    # Microbatches (DESIGN.md 6.2).
+
+    @cached_property
+    def uniform_microbatches(self) -> bool:
+        """Whether every microbatch takes the same values on every stage."""
+        return all(len(set(row)) <= 1 for name in ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
+                   for row in getattr(self, f"_{name}_mb"))
+
+    @cached_property
+    def microbatch_sizes(self) -> tuple[float, ...]:
+        """Each microbatch's total op time relative to the mean microbatch's (1.0 each
+        when they are equal): for labels and for choosing an order of entry."""
+        m = self.num_microbatches
+        if self.uniform_microbatches:
+            return (1.0,) * m
+        totals = [math.fsum(self.t_f_mb[s][j] + self.t_b_mb[s][j] + self.t_w_mb[s][j]
+                            for s in range(self.num_stages)) for j in range(m)]
+        mean = math.fsum(totals) / m
+        return tuple(x / mean if mean > 0 else 1.0 for x in totals)
+
+    def reordered(self, order: Sequence[int] | None) -> Problem:
+        """The same problem with microbatch ``j`` taking input microbatch ``order[j]``'s
+        values (a schedule's ``microbatch_order``); itself when ``order`` is None or the
+        identity.
+
+        Raises:
+            ProfileError: `order` is not a permutation of ``0..m-1``.
+        """
+        m = self.num_microbatches
+        if order is None:
+            return self
+        order = list(order)
+        if sorted(order) != list(range(m)):
+            raise ProfileError("microbatch_order", order,
+                               f"a permutation of 0..{m - 1} (each input microbatch once)")
+        if order == list(range(m)) or self.uniform_microbatches:
+            return self
+
+        def permute(matrix: Matrix) -> Matrix:
+            return tuple(tuple(row[i] for i in order) for row in matrix)
+
+        return replace(self, _t_f_mb=permute(self.t_f_mb), _t_b_mb=permute(self.t_b_mb),
+                       _t_w_mb=permute(self.t_w_mb), _t_comm_mb=permute(self.t_comm_mb),
+                       _m_b_mb=permute(self.m_b_mb), _m_w_mb=permute(self.m_w_mb))
+
+    def comm_mb(self, s: int, t: int, j: int) -> float:
+        """Latency of microbatch ``j`` between adjacent stages s and t; 0 on one rank."""
+        if self.stage_to_rank[s] == self.stage_to_rank[t]:
+            return 0.0
+        return self.t_comm_mb[min(s, t)][j]
 
     # Shape.
 
@@ -185,7 +347,11 @@ class Problem:
     def busy_per_rank(self) -> tuple[float, ...]:
         """Total op time each rank must spend (every F, B and W of its stages)."""
         m = self.num_microbatches
-        return tuple(m * sum(self.t_f[s] + self.t_b[s] + self.t_w[s] for s in stages)
+        if self.uniform_microbatches:
+            return tuple(m * sum(self.t_f[s] + self.t_b[s] + self.t_w[s] for s in stages)
+                         for stages in self.rank_to_stages)
+        return tuple(math.fsum(self.t_f_mb[s][j] + self.t_b_mb[s][j] + self.t_w_mb[s][j]
+                               for s in stages for j in range(m))
                      for stages in self.rank_to_stages)
 
     @property
@@ -198,10 +364,12 @@ class Problem:
         """The least activation memory any schedule needs on each rank.
 
         Every F of a microbatch precedes every B of it (B on the last stage waits for the
-        last F), so a rank holds at least all its stages' m_b at once; running the
-        microbatches one after another achieves exactly that.
+        last F), so a rank holds at least all its stages' m_b at once, for the largest
+        microbatch; running the microbatches one after another achieves exactly that.
         """
-        return tuple(sum(self.m_b[s] for s in stages) for stages in self.rank_to_stages)
+        return tuple(max(sum(self.m_b_mb[s][j] for s in stages)
+                         for j in range(self.num_microbatches))
+                     for stages in self.rank_to_stages)
 
     def check_totals_finite(self) -> None:
         """Refuse values that are finite one by one but whose totals overflow a float
@@ -236,7 +404,59 @@ class Problem:
                 raise ProfileError(field, limit,
                                    f">= {need:g}: rank {r} must hold the activations of its "
                                    f"stages {list(self.rank_to_stages[r])} for one microbatch "
-                                   "(sum of their m_b), or null for no limit")
+                                   "(sum of their m_b, for the largest microbatch), or null "
+                                   "for no limit")
+
+
+def _per_stage_mb(field: str, value: Any, count: int, m: int, what: str,
+                  ) -> tuple[tuple[float, ...], Matrix]:
+    """A per-stage value resolved: the per-stage tuple and the [stage][microbatch] matrix.
+
+    A matrix input gives each row's mean as the per-stage value (each row's one value
+    when its microbatches are alike, so an all-equal matrix means exactly its numbers).
+    """
+    if isinstance(value, list) and value and any(isinstance(x, list) for x in value):
+        if len(value) != count or not all(isinstance(x, list) for x in value):
+            raise ProfileError(field, value, f"a matrix of {count} rows (one per {what}) of "
+                               f"num_microbatches = {m} numbers (got {len(value)} rows)")
+        matrix = []
+        for s, row in enumerate(value):
+            if len(row) != m:
+                raise ProfileError(f"{field}[{s}]", row, f"a list of num_microbatches = {m} "
+                                   f"numbers, one per microbatch (got {len(row)})")
+            matrix.append(tuple(_non_negative(f"{field}[{s}]", x, j)
+                                for j, x in enumerate(row)))
+        return tuple(_mean(row) for row in matrix), tuple(matrix)
+    per_stage = _per_stage(field, value, count, what)
+    return per_stage, tuple((x,) * m for x in per_stage)
+
+
+def _mean(row: Sequence[float]) -> float:
+    # Exactly the value when all are alike (a sum divided back would round).
+    return row[0] if len(set(row)) == 1 else math.fsum(row) / len(row)
+
+
+def _microbatch_scales(profile: Profile, values: dict[str, Any],
+                       ) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """The time and memory factors of `profile.microbatches`, checked; None if absent."""
+    given = profile.microbatches
+    if given is None:
+        return None
+    m = profile.num_microbatches
+    if len(given) != m:
+        raise ProfileError("microbatches", [x.model_dump() for x in given],
+                           f"a list of num_microbatches = {m} objects (got {len(given)})")
+    matrix = next((name for name, v in values.items()
+                   if isinstance(v, list) and any(isinstance(x, list) for x in v)), None)
+    if matrix is not None:
+        raise ProfileError("microbatches", "a list", f"null when '{matrix}' is a matrix: give "
+                           "per-microbatch values one way, a matrix or scales")
+    for j, item in enumerate(given):
+        for key in ("scale", "memory_scale"):
+            x = getattr(item, key)
+            if not math.isfinite(x) or x <= 0:
+                raise ProfileError(f"microbatches[{j}].{key}", x, "a finite number > 0")
+    return (tuple(float(x.scale) for x in given), tuple(float(x.memory_scale) for x in given))
 
 
 def _per_stage(field: str, value: Any, count: int, what: str = "stage") -> tuple[float, ...]:
@@ -326,7 +546,7 @@ def profile_error_from(exc: ValidationError, data: Any) -> ProfileError:
     loc = [part for part in error["loc"] if not isinstance(part, str) or part[0].islower()]
     # pydantic reports each branch of a union ('float', 'list[float]'): keep the field path.
     field = ".".join(str(x) for x in loc if x not in ("float", "list[float]",
-                                                       "list[float]", "int", "none"))
+                                                       "list[list[float]]", "int", "none"))
     top = str(loc[0]) if loc else "profile"
     if error["type"] == "missing":
         return ProfileError(top, _MISSING, f"{ACCEPTED.get(top, 'a value')} (required)")

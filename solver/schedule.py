@@ -22,7 +22,7 @@ from pydantic import (
 
 from solver.errors import ProfileError
 from solver.ops import FBOp, Kind, Op
-from solver.profile import ACCEPTED, Profile, profile_error_from
+from solver.profile import ACCEPTED, Problem, Profile, profile_error_from
 
 SCHEMA_VERSION = 1
 Status = Literal["optimal", "feasible", "heuristic", "infeasible", "timeout"]
@@ -146,6 +146,28 @@ class Schedule(BaseModel):
     ranks: list[list[ScheduledOp]]
     metrics: ScheduleMetrics | None = None
     solver: SolverInfo | None = None
+    microbatch_order: list[int] | None = Field(
+        None, description="DESIGN.md 6.2: the input microbatch that each microbatch j of "
+        "the ops is (a permutation of 0..m-1); absent: j is input microbatch j.")
+
+    @model_validator(mode="after")
+    def _check_order(self) -> Schedule:
+        if self.microbatch_order is not None:
+            self.problem()  # raises ProfileError unless a permutation of 0..m-1
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Without an order the JSON is DESIGN.md section 4's exactly.
+        data: dict[str, Any] = handler(self)
+        if data.get("microbatch_order", 0) is None:
+            del data["microbatch_order"]
+        return data
+
+    def problem(self) -> Problem:
+        """The problem the ops are timed with: the profile's, its microbatches taken in
+        `microbatch_order`."""
+        return self.profile.problem.reordered(self.microbatch_order)
 
     def orders(self) -> list[list[Op]]:
         """The per-rank op orders, without times."""

@@ -60,32 +60,34 @@ class Simulation:
 
 
 def duration(problem: Problem, op: Op) -> float:
-    """Time of one op under the profile."""
+    """Time of one op under the profile (its microbatch's values, DESIGN.md 6.2)."""
     if isinstance(op, FBOp):
-        return problem.overlap * (problem.t_f[op.stage] + problem.t_b[op.stage_b]
-                                  + problem.t_w[op.stage_b])
-    s = op.stage
+        return problem.overlap * (problem.t_f_mb[op.stage][op.microbatch]
+                                  + problem.t_b_mb[op.stage_b][op.microbatch_b]
+                                  + problem.t_w_mb[op.stage_b][op.microbatch_b])
+    s, j = op.stage, op.microbatch
     if op.kind == "F":
-        return problem.t_f[s]
+        return problem.t_f_mb[s][j]
     if op.kind == "B":
-        return problem.t_b[s]
+        return problem.t_b_mb[s][j]
     if op.kind == "W":
-        return problem.t_w[s]
-    return problem.t_b[s] + problem.t_w[s]
+        return problem.t_w_mb[s][j]
+    return problem.t_b_mb[s][j] + problem.t_w_mb[s][j]
 
 
 def memory_delta(problem: Problem, op: Op) -> float:
     """Activation memory an op adds (negative: frees) on its rank."""
     if isinstance(op, FBOp):
-        return problem.m_b[op.stage] - problem.m_b[op.stage_b]
-    s = op.stage
+        return problem.m_b_mb[op.stage][op.microbatch] \
+            - problem.m_b_mb[op.stage_b][op.microbatch_b]
+    s, j = op.stage, op.microbatch
     if op.kind == "F":
-        return problem.m_b[s]
+        return problem.m_b_mb[s][j]
     if op.kind == "B":
-        return problem.m_w[s] - problem.m_b[s]
+        return problem.m_w_mb[s][j] - problem.m_b_mb[s][j]
     if op.kind == "W":
-        return -problem.m_w[s]
-    return -problem.m_b[s]
+        return -problem.m_w_mb[s][j]
+    return -problem.m_b_mb[s][j]
 
 
 def peak_memory(problem: Problem, order: Order) -> list[float]:
@@ -95,7 +97,7 @@ def peak_memory(problem: Problem, order: Order) -> list[float]:
         held = peak = 0.0
         for op in ops:
             if isinstance(op, FBOp):  # its F part holds m_b before its BW part frees
-                peak = max(peak, held + problem.m_b[op.stage])
+                peak = max(peak, held + problem.m_b_mb[op.stage][op.microbatch])
             held += memory_delta(problem, op)
             peak = max(peak, held)
         peaks.append(peak)
@@ -279,10 +281,12 @@ def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: 
     S, m = problem.num_stages, problem.num_microbatches
     block = S * m
     last = S - 1
-    dur = [problem.t_f, problem.t_b, problem.t_w,
-           tuple(b + w for b, w in zip(problem.t_b, problem.t_w, strict=True))]
-    # comm_down[s]: latency from stage s to s+1 (0 on the same rank).
-    comm_down = [problem.comm(s, s + 1) for s in range(S - 1)] + [0.0]
+    # Indexed by ``stage * m + microbatch`` (DESIGN.md 6.2: each microbatch its values).
+    dur = [_flat(problem.t_f_mb), _flat(problem.t_b_mb), _flat(problem.t_w_mb),
+           [b + w for b, w in zip(_flat(problem.t_b_mb), _flat(problem.t_w_mb), strict=True)]]
+    # comm_down[s * m + j]: latency of microbatch j from stage s to s+1 (0 on one rank).
+    comm_down = [problem.comm_mb(s, s + 1, j) for s in range(S - 1) for j in range(m)] \
+        + [0.0] * m
     end_of: list[float | None] = [None] * (4 * block)
     waiters: dict[int, list[int]] = {}
     start: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
@@ -306,8 +310,7 @@ def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: 
                     waiters.setdefault(begin, []).append(r)
                     break
                 f_id, bw_id = pairs[sj]
-                sf, sb = (f_id % block) // m, (bw_id % block) // m
-                t = begin + problem.overlap * (dur[_F][sf] + dur[_BW][sb])
+                t = begin + problem.overlap * (dur[_F][f_id % block] + dur[_BW][bw_id % block])
                 st[i], en[i] = begin, t
                 for y in (f_id, bw_id):
                     end_of[y] = t
@@ -319,7 +322,7 @@ def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: 
             s = sj // m
             # The dependency (section 3) and the latency to it.
             if k == _F:
-                dep, comm = (x - m, comm_down[s - 1]) if s > 0 else (_NO_OP, 0.0)
+                dep, comm = (x - m, comm_down[sj - m]) if s > 0 else (_NO_OP, 0.0)
             elif k == _W:
                 dep, comm = x - block, 0.0
             elif s == last:
@@ -328,7 +331,7 @@ def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: 
                 dep = block + sj + m  # B(s+1, j), or BW(s+1, j) if that is what exists
                 if where[dep] == _NO_OP and where[dep + 2 * block] != _NO_OP:
                     dep += 2 * block
-                comm = comm_down[s]
+                comm = comm_down[sj]
             begin = t
             if dep != _NO_OP:
                 dep_end = end_of[dep]
@@ -337,7 +340,7 @@ def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: 
                     break
                 if dep_end + comm > begin:
                     begin = dep_end + comm
-            t = begin + dur[k][s]
+            t = begin + dur[k][sj]
             st[i] = begin
             en[i] = t
             end_of[x] = t
@@ -367,19 +370,24 @@ def _fb_begin(pair: tuple[int, int], t: float, end_of: list[float | None],
         if k == _F:
             if s == 0:
                 continue
-            dep, comm = x - m, comm_down[s - 1]
+            dep, comm = x - m, comm_down[sj - m]
         elif s == last:
             dep, comm = sj, 0.0
         else:
             dep = block + sj + m
             if where[dep] == _NO_OP and where[dep + 2 * block] != _NO_OP:
                 dep += 2 * block
-            comm = comm_down[s]
+            comm = comm_down[sj]
         dep_end = end_of[dep]
         if dep_end is None:
             return dep
         begin = max(begin, dep_end + comm)
     return begin
+
+
+def _flat(matrix: tuple[tuple[float, ...], ...]) -> list[float]:
+    """A [stage][microbatch] matrix as one list indexed by ``stage * m + microbatch``."""
+    return [x for row in matrix for x in row]
 
 
 def _op_of(problem: Problem, x: int) -> Op:
@@ -425,8 +433,9 @@ def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
     """
     S, m = problem.num_stages, problem.num_microbatches
     block = S * m
-    delta = [problem.m_b, tuple(w - b for b, w in zip(problem.m_b, problem.m_w, strict=True)),
-             tuple(-w for w in problem.m_w), tuple(-b for b in problem.m_b)]
+    m_b, m_w = _flat(problem.m_b_mb), _flat(problem.m_w_mb)  # by stage * m + microbatch
+    delta = [m_b, [w - b for b, w in zip(m_b, m_w, strict=True)], [-w for w in m_w],
+             [-b for b in m_b]]
     peaks = []
     for r, row in enumerate(ids):
         held = peak = 0.0
@@ -439,11 +448,11 @@ def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
             if k == _FB:
                 # The forward's activations are held before the backward frees its own.
                 f_id, bw_id = pairs[sj]
-                high = held + delta[_F][(f_id % block) // m]
-                held = high + delta[_BW][(bw_id % block) // m]
+                high = held + delta[_F][f_id % block]
+                held = high + delta[_BW][bw_id % block]
                 when = "during"
             else:
-                held += delta[k][sj // m]
+                held += delta[k][sj]
                 high, when = held, "after"
             if high > peak:
                 peak = high
@@ -503,6 +512,7 @@ def fb_lower_bound(problem: Problem) -> float:
             continue
         full = problem.busy_per_rank[r]
         floor = problem.overlap * full + (1 - problem.overlap) * (
-            min(problem.t_f[s] for s in stages) + min(problem.t_b[s] for s in stages))
+            min(min(problem.t_f_mb[s]) for s in stages)
+            + min(min(problem.t_b_mb[s]) for s in stages))
         best = max(best, min(full, floor))
     return best

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from solver.chunking import with_chunks
 from solver.emit import schedule_from_simulation
+from solver.entry_order import entry_orders, inverse, permuted
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.exact import SCOPE_ALL, ExactResult, ProgressFn, proven_by_bound, split_fused
 from solver.fb_fusion import fuse_fb
@@ -137,6 +138,41 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     if objective not in OBJECTIVES:
         raise ProfileError("objective", objective, " or ".join(OBJECTIVES))
     method = resolve_method(method)  # our names, and torch's (solver/method_names.py)
+    if profile.problem.uniform_microbatches:
+        return _solve_in_order(profile, method, objective, exact, on_progress, layouts)
+    if method == ILP:
+        # The exact models read one duration per stage: on unequal microbatches their
+        # bound would be a bound of another problem. Refused, never guessed.
+        raise ProfileError("method", method, f"'{HEURISTIC}' or a named schedule: the "
+                           "exact models do not take unequal microbatches (DESIGN.md 6.2) "
+                           "yet")
+    # Unequal microbatches (DESIGN.md 6.2): the order of entry is a decision. The
+    # heuristic tries the candidate orders and keeps the best; a named schedule keeps the
+    # input order, as its definition gives none.
+    began = time.perf_counter()
+    candidates = entry_orders(profile.problem) if method == HEURISTIC \
+        else [tuple(range(profile.num_microbatches))]
+    best: tuple[float, tuple[int, ...], Schedule] | None = None
+    for order in candidates:
+        schedule = _solve_in_order(permuted(profile, order), method, objective, exact,
+                                   None, layouts)
+        assert schedule.solver is not None
+        if best is None or schedule.solver.objective < best[0] - 1e-9:
+            best = (schedule.solver.objective, order, schedule)
+    assert best is not None
+    _, order, schedule = best
+    # Echo the profile as given (input order) and say which input microbatch each is.
+    schedule.profile = permuted(schedule.profile, inverse(order))
+    schedule.microbatch_order = list(order) if list(order) != sorted(order) else None
+    assert schedule.solver is not None
+    schedule.solver.wall_s = time.perf_counter() - began
+    return schedule
+
+
+def _solve_in_order(profile: Profile, method: str, objective: str,
+                    exact: ExactOptions | None, on_progress: ProgressFn | None,
+                    layouts: tuple[Layout, ...]) -> Schedule:
+    """`solve` for one order of the microbatches: the profile's own."""
     began = time.perf_counter()
     if layouts:
         candidates = _layout_profiles(profile, layouts)

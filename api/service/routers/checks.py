@@ -83,6 +83,6 @@ async def _simulate(data: dict[str, Any], state: State) -> tuple[Schedule, Simul
     check_profile_limits(data.get("profile"), state.settings)
     parsed = parse_schedule(data)
     # Simulating 10^4 ops takes tens of ms: off the event loop.
-    sim = await asyncio.to_thread(simulate, parsed.profile.problem, parsed.orders())
+    sim = await asyncio.to_thread(simulate, parsed.problem(), parsed.orders())
     return parsed, sim
 
