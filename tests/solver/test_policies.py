@@ -1,0 +1,115 @@
+"""The heuristic's policy choice (solver/policies.py): every schedule validates, fits the
+limit, and beats keeping every activation where memory binds, on every default layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from solver.ops import Op
+from solver.policies import count_policies, keep_only, offers_policies
+from solver.profile import Profile, parse_profile
+from solver.simulator import validate
+from solver.solve import heuristic_orders, solve
+
+# Issue 12's contract layer (profile fields, ops R/O/L, the simulator's copy lanes) is
+# branch policies-model's; these tests run once it is merged.
+CONTRACT = "t_offload" in Profile.model_fields
+pytestmark = pytest.mark.skipif(not CONTRACT, reason="needs issue 12's contract layer "
+                                "(branch policies-model: Profile.t_offload and the simulator)")
+
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def _offload(profile: Profile, ratio: float) -> Profile:
+    """policies-model's `with_offload` (t_offload = t_reload = ratio (t_f + t_b))."""
+    from solver.offload_sizing import with_offload
+
+    return with_offload(profile, ratio)
+
+
+def _data(name: str, **changes: Any) -> dict[str, Any]:
+    data = json.loads((PROFILES / f"{name}.json").read_text())
+    data.update(changes)
+    return data
+
+
+def _checked(profile: Profile, layouts: tuple = ((1, None),)) -> tuple[float, dict[str, int]]:
+    schedule = solve(profile, "heuristic", layouts=layouts)
+    echoed = Profile.model_validate(schedule.profile.model_dump())
+    sim = validate(echoed.problem, schedule.orders())
+    assert sim.metrics is not None and schedule.metrics is not None
+    assert sim.metrics.cost == pytest.approx(schedule.metrics.cost)
+    limit = echoed.problem.memory_limit
+    assert all(peak <= x + 1e-9 for peak, x in zip(sim.memory_peak, limit, strict=True))
+    return schedule.metrics.cost, count_policies(schedule.orders())
+
+
+def test_no_policy_fields_take_todays_path() -> None:
+    profile = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0))
+    assert not offers_policies(profile.problem)
+    orders, name, _ = heuristic_orders(profile.problem)
+    assert "offload" not in name and "recompute" not in name
+    assert {op.kind for ops in orders for op in ops} <= {"F", "B", "W", "BW"}
+
+
+@pytest.mark.parametrize("layout", [(1, None), (2, "v"), (2, "loop")])
+def test_offload_beats_keep_below_1p_on_every_layout(layout: tuple) -> None:
+    base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0))
+    keep_cost, _ = _checked(base, (layout,))
+    mixed_cost, counts = _checked(_offload(base, 0.5), (layout,))
+    assert counts["offload"] > 0
+    assert mixed_cost < keep_cost * 0.9
+
+
+def test_offload_at_half_p_close_to_keep_at_1p() -> None:
+    # Issue 12's Done-when on one chunk per rank: within 5% of 1309.5 at 0.5p.
+    base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0))
+    cost, _ = _checked(_offload(base, 0.5))
+    assert cost <= 1309.5 * 1.05
+
+
+def test_recompute_only_fits_and_costs_its_recomputes() -> None:
+    data = _data("gpt1.5b-p8-m24", memory_limit=4.0, t_r=18.5, m_ckpt=0.0)
+    profile = parse_profile(data)
+    assert profile.problem.can_recompute and not profile.problem.can_offload
+    keep_cost, _ = _checked(parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0)))
+    cost, counts = _checked(profile)
+    assert counts["recompute"] > 0 and counts["offload"] == 0
+    assert cost < keep_cost
+    # Each R runs on the compute lane: the busiest rank's time grows by its Rs.
+    assert cost >= profile.problem.simple_lower_bound
+
+
+def test_no_memory_pressure_keeps_everything() -> None:
+    base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=None))
+    cost, counts = _checked(_offload(base, 0.5))
+    assert counts == {"recompute": 0, "offload": 0}
+    keep, _ = _checked(base)
+    assert cost == pytest.approx(keep)
+
+
+def test_keep_only_drops_the_policies() -> None:
+    profile = _offload(parse_profile(_data("uniform-p4-m8", memory_limit=2.0)), 0.5)
+    problem = keep_only(profile.problem, 5.0)
+    assert not offers_policies(problem)
+    assert problem.memory_limit == (5.0,) * 4
+
+
+def test_policy_ops_are_placed_around_their_f_and_b() -> None:
+    base = parse_profile(_data("uniform-p4-m8", memory_limit=2.0))
+    profile = _offload(base, 0.25)
+    orders, _, _ = heuristic_orders(profile.problem)
+    validate(profile.problem, orders)
+    for ops in orders:
+        position = {op: i for i, op in enumerate(ops)}
+        for op in ops:
+            if op.kind == "O":
+                assert position[op] == position[Op("F", op.stage, op.microbatch)] + 1
+            if op.kind == "L":
+                b = Op("B", op.stage, op.microbatch)
+                bw = Op("BW", op.stage, op.microbatch)
+                assert position[op] < position.get(b, position.get(bw, -1))
