@@ -33,7 +33,7 @@ from typing import Any
 
 from solver.bounds import round_trip
 from solver.generators import Orders
-from solver.ops import Op
+from solver.ops import Op, parts
 from solver.policy_fields import PolicyFields, policy_fields
 from solver.profile import Problem
 from solver.simulator import Simulation, simulate
@@ -322,6 +322,8 @@ def policy_search(problem: Problem, objective: str, keep_solver: KeepSolver,
             except ValueError as error:  # a relaxed limit the keep heuristic refuses
                 logger.debug("relaxed problem refused: %s", error)
                 continue
+            # Policies attach to plain ops: an FB (DESIGN.md 6.4) runs as its two parts.
+            compute = [[part for op in ops for part in parts(op)] for ops in compute]
             # The compute order's timing does not depend on memory: time it once.
             keep_sim = simulate(keep_only(problem, (math.inf,) * problem.num_ranks), compute)
             if not keep_sim.ok:

@@ -43,6 +43,7 @@ def _checked(profile: Profile, layouts: tuple = ((1, None),)) -> tuple[float, di
     sim = validate(echoed.problem, schedule.orders())
     assert sim.metrics is not None and schedule.metrics is not None
     assert sim.metrics.cost == pytest.approx(schedule.metrics.cost)
+    assert sim.metrics.lower_bound <= sim.metrics.cost + 1e-9  # the bound with policies
     limit = echoed.problem.memory_limit
     assert all(peak <= x + 1e-9 for peak, x in zip(sim.memory_peak, limit, strict=True))
     return schedule.metrics.cost, count_policies(schedule.orders())
@@ -113,3 +114,61 @@ def test_policy_ops_are_placed_around_their_f_and_b() -> None:
                 b = Op("B", op.stage, op.microbatch)
                 bw = Op("BW", op.stage, op.microbatch)
                 assert position[op] < position.get(b, position.get(bw, -1))
+
+
+def test_offload_at_1p_reaches_2p_by_default_layouts() -> None:
+    # Issue 12's Done-when at 1p: `solve`'s default tries the V cut too when the profile
+    # offers policies; it lands within 2% of the keep-only 2p figure (1152.3).
+    base = parse_profile(_data("gpt1.5b-p8-m24"))
+    schedule = solve(_offload(base, 0.5), "heuristic")
+    echoed = Profile.model_validate(schedule.profile.model_dump())
+    sim = validate(echoed.problem, schedule.orders())
+    assert sim.metrics is not None
+    assert sim.metrics.cost <= 1152.3 * 1.02
+
+
+def test_ilp_on_the_benchmark_case_never_worse_than_the_heuristic() -> None:
+    from solver.solve import ExactOptions
+
+    profile = _offload(parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0)), 0.5)
+    heuristic = solve(profile, "heuristic", layouts=((1, None),))
+    exact = solve(profile, "ilp", layouts=((1, None),),
+                  exact=ExactOptions(time_limit_s=5, workers=1, seed=0))
+    assert heuristic.metrics is not None and exact.metrics is not None
+    assert exact.metrics.cost <= heuristic.metrics.cost + 1e-9
+    validate(profile.problem, exact.orders())
+    assert exact.solver is not None
+    assert exact.metrics.lower_bound <= exact.solver.bound <= exact.metrics.cost + 1e-9
+
+
+def _random_case(seed: int) -> tuple[dict[str, Any], dict[str, Any], tuple]:
+    import random
+
+    rng = random.Random(seed)
+    p = rng.choice([2, 3, 4])
+    keep: dict[str, Any] = {
+        "num_ranks": p, "num_microbatches": rng.choice([p, 2 * p, 3 * p]),
+        "t_f": [round(rng.uniform(0.5, 2), 1) for _ in range(p)],
+        "t_b": [round(rng.uniform(0.5, 2), 1) for _ in range(p)],
+        "t_w": [round(rng.uniform(0.2, 1), 1) for _ in range(p)],
+        "t_comm": round(rng.uniform(0, 0.3), 1), "m_b": 1.0,
+        "m_w": rng.choice([0.3, 0.5, 1.2]), "memory_limit": float(rng.choice([1, 2, 3, p]))}
+    offered = dict(keep)
+    if rng.random() < 0.6:
+        offered["t_offload"] = round(rng.uniform(0.2, 2), 1)
+        if rng.random() < 0.3:
+            offered["m_keep"] = 0.3
+    if rng.random() < 0.6 or "t_offload" not in offered:
+        offered.update(t_r=keep["t_f"], m_ckpt=rng.choice([0.0, 0.2]))
+    if rng.random() < 0.3:
+        offered["copy_lanes"] = 1
+    layouts = rng.choice([((1, None),), ((2, "v"),)])
+    return keep, offered, layouts
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_profiles_valid_and_never_worse_than_keep(seed: int) -> None:
+    keep, offered, layouts = _random_case(seed)
+    keep_cost, _ = _checked(parse_profile(keep), layouts)
+    cost, _ = _checked(parse_profile(offered), layouts)
+    assert cost <= keep_cost + 1e-9
