@@ -40,7 +40,7 @@ from solver.exact import (
     scope_of,
     split_fused,
 )
-from solver.ops import Op
+from solver.ops import Op, lane_of
 from solver.policy_fields import policy_fields
 from solver.profile import Problem
 from solver.simulator import simulate
@@ -85,13 +85,6 @@ def policy_ticks(problem: Problem, scaled: Scaled) -> PolicyTicks:
         host_limit=tuple(None if not math.isfinite(x) else math.floor(x * ms + 1e-9)
                          for x in pf.host_memory_limit),
         exact=exact)
-
-
-def lane_of(kind: str, copy_lanes: int) -> str:
-    """The lane of an op kind (DESIGN.md 6.3; `solver.ops.lane_of` of the contract)."""
-    if kind in ("O", "L"):
-        return "copy" if copy_lanes == 1 else ("d2h" if kind == "O" else "h2d")
-    return "compute"
 
 
 def lane_resources(problem: Problem) -> dict[tuple[int, int], tuple[str, str]]:

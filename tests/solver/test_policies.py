@@ -9,26 +9,14 @@ from typing import Any
 
 import pytest
 
+from solver.offload_sizing import with_offload
 from solver.ops import Op
 from solver.policies import count_policies, keep_only, offers_policies
 from solver.profile import Profile, parse_profile
 from solver.simulator import validate
 from solver.solve import heuristic_orders, solve
 
-# Issue 12's contract layer (profile fields, ops R/O/L, the simulator's copy lanes) is
-# branch policies-model's; these tests run once it is merged.
-CONTRACT = "t_offload" in Profile.model_fields
-pytestmark = pytest.mark.skipif(not CONTRACT, reason="needs issue 12's contract layer "
-                                "(branch policies-model: Profile.t_offload and the simulator)")
-
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
-
-
-def _offload(profile: Profile, ratio: float) -> Profile:
-    """policies-model's `with_offload` (t_offload = t_reload = ratio (t_f + t_b))."""
-    from solver.offload_sizing import with_offload
-
-    return with_offload(profile, ratio)
 
 
 def _data(name: str, **changes: Any) -> dict[str, Any]:
@@ -61,7 +49,7 @@ def test_no_policy_fields_take_todays_path() -> None:
 def test_offload_beats_keep_below_1p_on_every_layout(layout: tuple) -> None:
     base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0))
     keep_cost, _ = _checked(base, (layout,))
-    mixed_cost, counts = _checked(_offload(base, 0.5), (layout,))
+    mixed_cost, counts = _checked(with_offload(base, 0.5), (layout,))
     assert counts["offload"] > 0
     assert mixed_cost < keep_cost * 0.9
 
@@ -69,7 +57,7 @@ def test_offload_beats_keep_below_1p_on_every_layout(layout: tuple) -> None:
 def test_offload_at_half_p_close_to_keep_at_1p() -> None:
     # Issue 12's Done-when on one chunk per rank: within 5% of 1309.5 at 0.5p.
     base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0))
-    cost, _ = _checked(_offload(base, 0.5))
+    cost, _ = _checked(with_offload(base, 0.5))
     assert cost <= 1309.5 * 1.05
 
 
@@ -87,14 +75,14 @@ def test_recompute_only_fits_and_costs_its_recomputes() -> None:
 
 def test_no_memory_pressure_keeps_everything() -> None:
     base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=None))
-    cost, counts = _checked(_offload(base, 0.5))
+    cost, counts = _checked(with_offload(base, 0.5))
     assert counts == {"recompute": 0, "offload": 0}
     keep, _ = _checked(base)
     assert cost == pytest.approx(keep)
 
 
 def test_keep_only_drops_the_policies() -> None:
-    profile = _offload(parse_profile(_data("uniform-p4-m8", memory_limit=2.0)), 0.5)
+    profile = with_offload(parse_profile(_data("uniform-p4-m8", memory_limit=2.0)), 0.5)
     problem = keep_only(profile.problem, 5.0)
     assert not offers_policies(problem)
     assert problem.memory_limit == (5.0,) * 4
@@ -102,7 +90,7 @@ def test_keep_only_drops_the_policies() -> None:
 
 def test_policy_ops_are_placed_around_their_f_and_b() -> None:
     base = parse_profile(_data("uniform-p4-m8", memory_limit=2.0))
-    profile = _offload(base, 0.25)
+    profile = with_offload(base, 0.25)
     orders, _, _ = heuristic_orders(profile.problem)
     validate(profile.problem, orders)
     for ops in orders:
@@ -120,7 +108,7 @@ def test_offload_at_1p_reaches_2p_by_default_layouts() -> None:
     # Issue 12's Done-when at 1p: `solve`'s default tries the V cut too when the profile
     # offers policies; it lands within 2% of the keep-only 2p figure (1152.3).
     base = parse_profile(_data("gpt1.5b-p8-m24"))
-    schedule = solve(_offload(base, 0.5), "heuristic")
+    schedule = solve(with_offload(base, 0.5), "heuristic")
     echoed = Profile.model_validate(schedule.profile.model_dump())
     sim = validate(echoed.problem, schedule.orders())
     assert sim.metrics is not None
@@ -130,7 +118,7 @@ def test_offload_at_1p_reaches_2p_by_default_layouts() -> None:
 def test_ilp_on_the_benchmark_case_never_worse_than_the_heuristic() -> None:
     from solver.solve import ExactOptions
 
-    profile = _offload(parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0)), 0.5)
+    profile = with_offload(parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0)), 0.5)
     heuristic = solve(profile, "heuristic", layouts=((1, None),))
     exact = solve(profile, "ilp", layouts=((1, None),),
                   exact=ExactOptions(time_limit_s=5, workers=1, seed=0))

@@ -18,12 +18,6 @@ from solver.profile import Problem, Profile, parse_profile
 from solver.simulator import simulate, validate
 from solver.solve import ExactOptions, heuristic_orders, solve
 
-# Issue 12's contract layer (profile fields, ops R/O/L, the simulator's copy lanes) is
-# branch policies-model's; these tests run once it is merged.
-CONTRACT = "t_offload" in Profile.model_fields
-pytestmark = pytest.mark.skipif(not CONTRACT, reason="needs issue 12's contract layer "
-                                "(branch policies-model: Profile.t_offload and the simulator)")
-
 Chain = list[tuple[Op, ...]]
 
 
@@ -107,7 +101,7 @@ def test_offload_bound_holds_over_every_schedule() -> None:
     assert costs and min(costs) >= bound - 1e-9
 
 
-def test_keep_memory_bound_would_be_wrong_under_offload() -> None:
+def test_keep_memory_bound_would_be_wrong_underwith_offload() -> None:
     # Why the memory terms go: an offload schedule beats the keep-only memory bound.
     problem = _tiny(t_offload=0.25, num_microbatches=3, memory_limit=1.0)
     orders, _, cost = heuristic_orders(problem)
