@@ -9,8 +9,10 @@ optimal there.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
+from solver.policy_fields import policy_fields
 from solver.profile import Problem
 
 _EPS = 1e-9
@@ -19,6 +21,8 @@ _EPS = 1e-9
 @lru_cache(maxsize=256)
 def lower_bound(problem: Problem) -> float:
     """The best lower bound ppsched can prove for `problem` (cost; makespan is >= cost)."""
+    if policy_fields(problem).any:
+        return policy_lower_bound(problem)
     bound = problem.simple_lower_bound
     if not problem.uniform_microbatches:
         # The round-trip and memory bounds below read one value per stage; with unequal
@@ -172,3 +176,38 @@ def memory_chain_bound(problem: Problem, rank: int) -> float:
                                    for nb, nw in pairs))
         least.append(start)
     return least[m] + trip + t_b + t_w
+
+
+def policy_lower_bound(problem: Problem) -> float:
+    """A lower bound on the cost that holds over every valid schedule of a profile that
+    offers recompute or offload (DESIGN.md 6.3).
+
+    The memory terms of `lower_bound` assume every activation stays on the device, so
+    they do not hold as they are. What does hold:
+
+    - each rank's op time, and its last F's round trip after its other m - 1 Fs
+      (`rank_span_bound` without a limit): R, O and L only add work or delay a B;
+    - with recompute but no offload (one chunk per rank): a rank that recomputes nothing
+      holds all its activations, so its keep-only memory bounds (`rank_span_bound`,
+      `memory_chain_bound`) hold for it; one that recomputes runs at least one R more
+      than its op time. The rank's bound is the smaller of the two cases.
+
+    With offload no memory term is kept: a copy can take an activation off the device
+    at any time (the copy lanes are busy at most ``m`` copies each way, which the
+    compute bound already covers on the paper's profiles).
+    """
+    unlimited = replace(problem, memory_limit=(math.inf,) * problem.num_ranks)
+    bound = problem.simple_lower_bound
+    if problem.num_chunks != 1:
+        return bound
+    fields = policy_fields(problem)
+    for r in range(problem.num_ranks):
+        free = rank_span_bound(unlimited, r)
+        if fields.can_offload or not math.isfinite(problem.memory_limit[r]):
+            bound = max(bound, free)
+            continue
+        kept = max(rank_span_bound(problem, r), memory_chain_bound(problem, r))
+        recomputed = max(free, problem.busy_per_rank[r] + min(
+            fields.t_r[s] for s in problem.rank_to_stages[r]))
+        bound = max(bound, free, min(kept, recomputed))
+    return bound

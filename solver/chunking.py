@@ -14,6 +14,8 @@ from solver.profile import Profile, parse_profile
 
 PLACEMENTS = ("loop", "v")
 PER_STAGE_FIELDS = ("t_f", "t_b", "t_w", "m_b", "m_w")
+# DESIGN.md 6.3: a chunk's recompute, copies and kept memory scale like its activations.
+POLICY_FIELDS = ("t_r", "m_ckpt", "t_offload", "t_reload", "m_keep")
 
 
 def with_chunks(profile: Profile, num_chunks: int, placement: str | None) -> Profile:
@@ -43,8 +45,10 @@ def with_chunks(profile: Profile, num_chunks: int, placement: str | None) -> Pro
         raise ProfileError("placement", placement, "'loop' or 'v' for num_chunks > 1")
     v = num_chunks
     data: dict[str, Any] = profile.model_dump(mode="json")
-    for field in PER_STAGE_FIELDS:
-        value = data[field]
+    for field in PER_STAGE_FIELDS + POLICY_FIELDS:
+        value = data.get(field)
+        if value is None:
+            continue  # a policy the profile does not offer
         if isinstance(value, list):  # per stage, or per stage and microbatch (6.2)
             data[field] = [[c / v for c in x] if isinstance(x, list) else x / v
                            for x in value for _ in range(v)]

@@ -11,9 +11,10 @@ and fused backward of another; torch writes it ``(0F3;7B2)OVERLAP_F_B``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
-Kind = Literal["F", "B", "W", "BW", "FB"]
+Kind = Literal["F", "B", "W", "BW", "FB", "R", "O", "L"]
 # The kinds of one part of the work; an FB op is made of an F and a BW (section 6.4).
 KINDS: tuple[Kind, ...] = ("F", "B", "W", "BW")
 
@@ -129,3 +130,24 @@ def op_from_torch(text: str) -> Op:
     stage, action, microbatch = match.groups()
     kind: Kind = TORCH_TO_KIND[action]  # type: ignore[assignment]
     return Op(kind, int(stage), int(microbatch))
+
+
+def lane_of(kind: str, copy_lanes: int) -> str:
+    """The lane an op kind runs on (DESIGN.md 6.3): ``compute`` for F/B/W/BW/R/FB;
+    ``d2h``/``h2d`` for O/L with 2 copy lanes, ``copy`` for both with 1."""
+    if kind in ("O", "L"):
+        return "copy" if copy_lanes == 1 else ("d2h" if kind == "O" else "h2d")
+    return "compute"
+
+
+def policy_of(order: Sequence[Sequence[Op]]) -> dict[tuple[int, int], str]:
+    """The policy of each (stage, microbatch) that has one (DESIGN.md 6.3): an R means
+    ``recompute``, an O ``offload``; keep is absent."""
+    found: dict[tuple[int, int], str] = {}
+    for ops in order:
+        for op in ops:
+            if op.kind == "R":
+                found[(op.stage, op.microbatch)] = "recompute"
+            elif op.kind == "O":
+                found[(op.stage, op.microbatch)] = "offload"
+    return found

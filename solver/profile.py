@@ -6,6 +6,7 @@ same data resolved to per-stage and per-rank tuples, the form every algorithm re
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
@@ -58,7 +59,22 @@ ACCEPTED = {
     "microbatches": "null, or a list of num_microbatches objects {\"scale\": c, "
                     "\"memory_scale\": k} (numbers > 0, default 1): microbatch j takes c "
                     "times t_f, t_b, t_w and k times m_b, m_w, t_comm",
+    # DESIGN.md 6.3 (issue 12): activation policies.
+    "t_r": "null, a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "m_ckpt": "null, a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "t_offload": "null, a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "t_reload": "null, a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "m_keep": "null, a number >= 0 or a list of num_ranks*num_chunks numbers",
+    "copy_lanes": "1 (one copy engine for both directions) or 2 (one each way)",
+    "shared_host_link": "null or a list of groups (lists) of distinct ranks 0..num_ranks-1, "
+                        "a rank in at most one group",
+    "host_memory_limit": "null (no limit), a number > 0, or a list of num_ranks numbers",
 }
+
+
+# Optional fields of DESIGN.md section 6, left out of the JSON when absent.
+_EXTENSIONS = ("microbatches", "t_r", "m_ckpt", "t_offload", "t_reload", "m_keep",
+               "shared_host_link", "host_memory_limit")
 
 
 class MicrobatchScale(BaseModel):
@@ -119,10 +135,31 @@ class Profile(BaseModel):
     def _drop_absent_extensions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A profile without `microbatches` echoes exactly as before DESIGN.md 6.2 (same
         # JSON, same content hashes in the service's store).
+        # The same for the activation-policy fields (DESIGN.md 6.3) at their defaults.
         data: dict[str, Any] = handler(self)
-        if data.get("microbatches", 0) is None:
-            del data["microbatches"]
+        for name in _EXTENSIONS:
+            if data.get(name, 0) is None:
+                del data[name]
+        if data.get("copy_lanes") == 2:
+            del data["copy_lanes"]
         return data
+
+    # DESIGN.md 6.3 (issue 12): optional; recompute is available iff t_r or m_ckpt is
+    # set, offload iff t_offload or t_reload is.
+    t_r: PerStage | None = Field(None, description="Time of one recompute (R); default t_f.")
+    m_ckpt: PerStage | None = Field(
+        None, description="Memory F keeps under recompute (e.g. the stage input); default 0.")
+    t_offload: PerStage | None = Field(None, description="Time of one O (device to host).")
+    t_reload: PerStage | None = Field(
+        None, description="Time of one L (host to device); default t_offload.")
+    m_keep: PerStage | None = Field(
+        None, description="Memory an offloaded activation keeps on the device; default 0.")
+    copy_lanes: int = Field(2, description="Copy engines per rank: 1 (both directions) "
+                            "or 2 (one each way).")
+    shared_host_link: list[list[int]] | None = Field(
+        None, description="Groups of ranks that share their copy lanes.")
+    host_memory_limit: float | list[float] | None = Field(
+        None, description="Most offloaded memory a rank's host may hold; null for none.")
 
     @model_validator(mode="after")
     def _check(self) -> Profile:
@@ -169,6 +206,17 @@ class Problem:
     m_w: tuple[float, ...]
     memory_limit: tuple[float, ...]  # math.inf where there is no limit
     overlap: float = 1.0  # an FB's duration factor (DESIGN.md 6.4)
+    # Activation policies (DESIGN.md 6.3), defaults resolved; empty where not offered.
+    t_r: tuple[float, ...] = ()
+    m_ckpt: tuple[float, ...] = ()
+    t_offload: tuple[float, ...] = ()
+    t_reload: tuple[float, ...] = ()
+    m_keep: tuple[float, ...] = ()
+    can_recompute: bool = False
+    can_offload: bool = False
+    copy_lanes: int = 2
+    shared_host_link: tuple[tuple[int, ...], ...] = ()
+    host_memory_limit: tuple[float, ...] = ()
     # DESIGN.md 6.2: the [stage][microbatch] matrices of unequal microbatches; empty when
     # every microbatch takes the per-stage values (the `t_f_mb` ... properties then
     # derive them, so `dataclasses.replace` of a per-stage field stays consistent).
@@ -258,12 +306,13 @@ class Problem:
         overlap = profile.overlap
         if not (math.isfinite(overlap) and 0 < overlap <= 1):
             raise ProfileError("overlap", overlap, ACCEPTED["overlap"])
-        return cls(p, m, v, placement or "loop",
+        base = cls(p, m, v, placement or "loop",
                    rows["t_f"], rows["t_b"], rows["t_w"], rows["t_comm"], rows["m_b"],
                    rows["m_w"], memory_limit, float(overlap),
-                   matrices["t_f"], matrices["t_b"], matrices["t_w"], matrices["t_comm"],
-                   matrices["m_b"], matrices["m_w"])
-
+                   _t_f_mb=matrices["t_f"], _t_b_mb=matrices["t_b"], _t_w_mb=matrices["t_w"],
+                   _t_comm_mb=matrices["t_comm"], _m_b_mb=matrices["m_b"],
+                   _m_w_mb=matrices["m_w"])
+        return _with_policies(base, profile)
     # Microbatches (DESIGN.md 6.2).
 
     @cached_property
@@ -457,6 +506,41 @@ def _microbatch_scales(profile: Profile, values: dict[str, Any],
             if not math.isfinite(x) or x <= 0:
                 raise ProfileError(f"microbatches[{j}].{key}", x, "a finite number > 0")
     return (tuple(float(x.scale) for x in given), tuple(float(x.memory_scale) for x in given))
+
+
+def _with_policies(problem: Problem, profile: Profile) -> Problem:
+    """`problem` with the activation-policy fields of `profile` resolved (DESIGN.md 6.3)."""
+    n, p = problem.num_stages, problem.num_ranks
+
+    def per_stage(field: str, default: tuple[float, ...]) -> tuple[float, ...]:
+        value = getattr(profile, field)
+        return default if value is None else _per_stage(field, value, n)
+
+    if profile.copy_lanes not in (1, 2):
+        raise ProfileError("copy_lanes", profile.copy_lanes, ACCEPTED["copy_lanes"])
+    groups = profile.shared_host_link or []
+    flat = [r for group in groups for r in group]
+    if any(not isinstance(r, int) or not 0 <= r < p for r in flat) or len(set(flat)) != len(flat):
+        raise ProfileError("shared_host_link", groups, ACCEPTED["shared_host_link"])
+    host = profile.host_memory_limit
+    if host is None:
+        host_limit = (math.inf,) * p
+    elif isinstance(host, list):
+        if len(host) != p:
+            raise ProfileError("host_memory_limit", host, ACCEPTED["host_memory_limit"])
+        host_limit = tuple(_positive("host_memory_limit", x, i) for i, x in enumerate(host))
+    else:
+        host_limit = (_positive("host_memory_limit", host, None),) * p
+    zeros = (0.0,) * n
+    t_offload = per_stage("t_offload", per_stage("t_reload", zeros))
+    return dataclasses.replace(
+        problem, t_r=per_stage("t_r", problem.t_f), m_ckpt=per_stage("m_ckpt", zeros),
+        t_offload=t_offload, t_reload=per_stage("t_reload", t_offload),
+        m_keep=per_stage("m_keep", zeros),
+        can_recompute=profile.t_r is not None or profile.m_ckpt is not None,
+        can_offload=profile.t_offload is not None or profile.t_reload is not None,
+        copy_lanes=profile.copy_lanes, shared_host_link=tuple(map(tuple, groups)),
+        host_memory_limit=host_limit)
 
 
 def _per_stage(field: str, value: Any, count: int, what: str = "stage") -> tuple[float, ...]:

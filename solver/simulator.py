@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from solver.bounds import lower_bound
 from solver.errors import ScheduleInvalid, Violation
+from solver.lanes import has_policy_ops, simulate_with_lanes
 from solver.ops import KINDS, FBOp, Op
 from solver.profile import Problem
 
@@ -116,6 +117,9 @@ def simulate(problem: Problem, order: Order) -> Simulation:
         memory is violated (memory over the limit is flagged, and still timed).
     """
     ranks = [[op if isinstance(op, Op) else Op(*op) for op in ops] for ops in order]
+    if has_policy_ops(ranks) and len(ranks) == problem.num_ranks:
+        # Issue 12: R, O, L and copy lanes (DESIGN.md 6.3) are timed by `solver.lanes`.
+        return simulate_with_lanes(problem, ranks)
     violations: list[Violation] = []
     if len(ranks) != problem.num_ranks:
         violations.append(Violation("wrong_rank", f"the schedule has {len(ranks)} ranks; "

@@ -8,6 +8,7 @@ named schedules, ``heuristic`` (the Zero Bubble heuristic with its knob search) 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from solver.heuristic import zb_heuristic
 from solver.improve import improve
 from solver.method_names import resolve_method
 from solver.ops import parts
+from solver.policies import offers_policies, policy_orders
 from solver.profile import Problem, Profile
 from solver.schedule import Schedule
 from solver.simulator import simulate
@@ -192,7 +194,7 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
                 best = (value, candidate, orders, name)
         assert best is not None
         value, profile, orders, name = best
-        if profile.problem.overlap < 1:
+        if profile.problem.overlap < 1 and not offers_policies(profile.problem):
             fused = fuse_fb(profile.problem, orders, objective)
             if fused != orders:
                 orders, name = fused, f"{name}+fb"
@@ -265,8 +267,17 @@ def heuristic_orders(problem: Problem, objective: str = "cost",
     algorithm among its candidates). Several: the greedy list scheduler's search together
     with the named schedules of the placement (ZB-V, V-Half, V-Min, interleaved 1F1B)
     that fit the memory limit. Then the local search of `solver.improve` (the name gets
-    ``+local`` when it helped).
+    ``+local`` when it helped). A profile that offers recompute or offload (DESIGN.md
+    6.3) also gets a policy per activation (`solver.policies`).
     """
+    if offers_policies(problem):
+        return policy_orders(problem, objective, _keep_heuristic_orders)
+    return _keep_heuristic_orders(problem, objective)
+
+
+def _keep_heuristic_orders(problem: Problem, objective: str = "cost",
+                           ) -> tuple[Orders, str, float]:
+    """`heuristic_orders` with every activation kept (sections 2-4)."""
     if problem.num_chunks == 1:
         build = zb_heuristic(problem, objective)  # a build times itself as the simulator
         orders, name, value = build.orders, "zb-heuristic", build.objective(objective)
@@ -299,8 +310,15 @@ def default_layouts(profile: Profile, method: str) -> tuple[Layout, ...]:
     """The layouts `solve` considers when the caller names none: the profile's own, and
     for ``heuristic`` and ``ilp`` below 1F1B's memory also the V cut (issue 11: at 0.75p
     the V layout halves what one stage holds and beats the best single-chunk schedule;
-    one V search costs about one single-chunk search, so the default stays fast)."""
+    one V search costs about one single-chunk search, so the default stays fast), and
+    for a profile that offers recompute or offload under any finite limit too."""
     if method in (HEURISTIC, ILP) and below_one_f_one_b(profile.problem):
+        return TIGHT_LAYOUTS
+    problem = profile.problem
+    if method in (HEURISTIC, ILP) and problem.num_chunks == 1 and offers_policies(problem) \
+            and any(map(math.isfinite, problem.memory_limit)):
+        # With policies a limit binds at any level the activations could use: the V cut
+        # halves what a stage holds and what each copy moves (issue 12).
         return TIGHT_LAYOUTS
     return ()
 
@@ -327,6 +345,9 @@ def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
     """
     problem = profile.problem
     began = time.perf_counter()
+    if offers_policies(problem) and options.backend != "cpsat":
+        raise ProfileError("backend", options.backend, "cpsat for a profile that offers "
+                           "recompute or offload (the MILP has no activation policies)")
     proven = proven_by_bound(problem, hint, objective, options.backend, began)
     if proven is not None:
         if on_progress is not None:
@@ -335,6 +356,8 @@ def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
     kept = _hint_the_models_cannot_hold(problem, hint, objective, options.backend, began)
     if kept is not None:
         return kept
+    if offers_policies(problem):
+        return _refine_policies(problem, hint, objective, options, on_progress, began)
     if options.backend == "milp":
         from solver.milp import solve_milp  # PuLP is imported only when asked for
 
@@ -373,3 +396,26 @@ def _hint_the_models_cannot_hold(problem: Problem, hint: Orders, objective: str,
                    "do not fit the memory limit once split: keeping the heuristic's schedule")
     return ExactResult("heuristic", hint, value, sim.metrics.lower_bound,
                        time.perf_counter() - began, backend, scope=SCOPE_ALL)
+
+
+def _refine_policies(problem: Problem, hint: Orders, objective: str, options: ExactOptions,
+                     on_progress: ProgressFn | None, began: float) -> ExactResult:
+    """`refine` for a profile that offers recompute or offload: the CP-SAT model with a
+    policy per activation (`solver.cpsat_policies`)."""
+    num_ops = 5 * problem.num_stages * problem.num_microbatches
+    if num_ops > LNS_MIN_OPS:
+        # The whole model gains nothing in a minute at this size (issue 11) and the
+        # window search has no policies: the heuristic's schedule stays, with the general
+        # bound.
+        sim = simulate(problem, hint)
+        assert sim.metrics is not None, "the hint must be valid"
+        logger.warning("%d ops: too large for the CP-SAT model with policies; keeping the "
+                       "heuristic's schedule", num_ops)
+        return ExactResult("heuristic", hint, sim.metrics.objective(objective),
+                           sim.metrics.lower_bound, time.perf_counter() - began, "cpsat",
+                           scope=SCOPE_ALL)
+    from solver.cpsat_policies import solve_cpsat_policies  # OR-Tools only when asked for
+
+    return solve_cpsat_policies(problem, hint, objective=objective,
+                                time_limit_s=options.time_limit_s, workers=options.workers,
+                                fifo=options.fifo, on_progress=on_progress, seed=options.seed)

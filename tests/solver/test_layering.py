@@ -23,7 +23,8 @@ def _imports(module: str) -> set[str]:
 
 @pytest.mark.parametrize(("module", "allowed"), [
     ("schedule.py", {"solver.errors", "solver.ops", "solver.profile"}),
-    ("simulator.py", {"solver.bounds", "solver.errors", "solver.ops", "solver.profile"}),
+    ("simulator.py", {"solver.bounds", "solver.errors", "solver.lanes", "solver.ops",
+                      "solver.profile"}),
 ])
 def test_contract_and_timing_import_no_algorithm_or_drawing(module: str,
                                                             allowed: set[str]) -> None:

@@ -1,0 +1,162 @@
+"""The heuristic's policy choice (solver/policies.py): every schedule validates, fits the
+limit, and beats keeping every activation where memory binds, on every default layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from solver.offload_sizing import with_offload
+from solver.ops import Op
+from solver.policies import count_policies, keep_only, offers_policies
+from solver.profile import Profile, parse_profile
+from solver.simulator import validate
+from solver.solve import heuristic_orders, solve
+
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def _data(name: str, **changes: Any) -> dict[str, Any]:
+    data = json.loads((PROFILES / f"{name}.json").read_text())
+    data.update(changes)
+    return data
+
+
+def _checked(profile: Profile, layouts: tuple = ((1, None),)) -> tuple[float, dict[str, int]]:
+    schedule = solve(profile, "heuristic", layouts=layouts)
+    echoed = Profile.model_validate(schedule.profile.model_dump())
+    sim = validate(echoed.problem, schedule.orders())
+    assert sim.metrics is not None and schedule.metrics is not None
+    assert sim.metrics.cost == pytest.approx(schedule.metrics.cost)
+    assert sim.metrics.lower_bound <= sim.metrics.cost + 1e-9  # the bound with policies
+    limit = echoed.problem.memory_limit
+    assert all(peak <= x + 1e-9 for peak, x in zip(sim.memory_peak, limit, strict=True))
+    return schedule.metrics.cost, count_policies(schedule.orders())
+
+
+def test_no_policy_fields_take_todays_path() -> None:
+    profile = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0))
+    assert not offers_policies(profile.problem)
+    orders, name, _ = heuristic_orders(profile.problem)
+    assert "offload" not in name and "recompute" not in name
+    assert {op.kind for ops in orders for op in ops} <= {"F", "B", "W", "BW"}
+
+
+@pytest.mark.parametrize("layout", [(1, None), (2, "v"), (2, "loop")])
+def test_offload_beats_keep_below_1p_on_every_layout(layout: tuple) -> None:
+    base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0))
+    keep_cost, _ = _checked(base, (layout,))
+    mixed_cost, counts = _checked(with_offload(base, 0.5), (layout,))
+    assert counts["offload"] > 0
+    assert mixed_cost < keep_cost * 0.9
+
+
+def test_offload_at_half_p_close_to_keep_at_1p() -> None:
+    # Issue 12's Done-when on one chunk per rank: within 5% of 1309.5 at 0.5p.
+    base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0))
+    cost, _ = _checked(with_offload(base, 0.5))
+    assert cost <= 1309.5 * 1.05
+
+
+def test_recompute_only_fits_and_costs_its_recomputes() -> None:
+    data = _data("gpt1.5b-p8-m24", memory_limit=4.0, t_r=18.5, m_ckpt=0.0)
+    profile = parse_profile(data)
+    assert profile.problem.can_recompute and not profile.problem.can_offload
+    keep_cost, _ = _checked(parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0)))
+    cost, counts = _checked(profile)
+    assert counts["recompute"] > 0 and counts["offload"] == 0
+    assert cost < keep_cost
+    # Each R runs on the compute lane: the busiest rank's time grows by its Rs.
+    assert cost >= profile.problem.simple_lower_bound
+
+
+def test_no_memory_pressure_keeps_everything() -> None:
+    base = parse_profile(_data("gpt1.5b-p8-m24", memory_limit=None))
+    cost, counts = _checked(with_offload(base, 0.5))
+    assert counts == {"recompute": 0, "offload": 0}
+    keep, _ = _checked(base)
+    assert cost == pytest.approx(keep)
+
+
+def test_keep_only_drops_the_policies() -> None:
+    profile = with_offload(parse_profile(_data("uniform-p4-m8", memory_limit=2.0)), 0.5)
+    problem = keep_only(profile.problem, 5.0)
+    assert not offers_policies(problem)
+    assert problem.memory_limit == (5.0,) * 4
+
+
+def test_policy_ops_are_placed_around_their_f_and_b() -> None:
+    base = parse_profile(_data("uniform-p4-m8", memory_limit=2.0))
+    profile = with_offload(base, 0.25)
+    orders, _, _ = heuristic_orders(profile.problem)
+    validate(profile.problem, orders)
+    for ops in orders:
+        position = {op: i for i, op in enumerate(ops)}
+        for op in ops:
+            if op.kind == "O":
+                assert position[op] == position[Op("F", op.stage, op.microbatch)] + 1
+            if op.kind == "L":
+                b = Op("B", op.stage, op.microbatch)
+                bw = Op("BW", op.stage, op.microbatch)
+                assert position[op] < position.get(b, position.get(bw, -1))
+
+
+def test_offload_at_1p_reaches_2p_by_default_layouts() -> None:
+    # Issue 12's Done-when at 1p: `solve`'s default tries the V cut too when the profile
+    # offers policies; it lands within 2% of the keep-only 2p figure (1152.3).
+    base = parse_profile(_data("gpt1.5b-p8-m24"))
+    schedule = solve(with_offload(base, 0.5), "heuristic")
+    echoed = Profile.model_validate(schedule.profile.model_dump())
+    sim = validate(echoed.problem, schedule.orders())
+    assert sim.metrics is not None
+    assert sim.metrics.cost <= 1152.3 * 1.02
+
+
+def test_ilp_on_the_benchmark_case_never_worse_than_the_heuristic() -> None:
+    from solver.solve import ExactOptions
+
+    profile = with_offload(parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0)), 0.5)
+    heuristic = solve(profile, "heuristic", layouts=((1, None),))
+    exact = solve(profile, "ilp", layouts=((1, None),),
+                  exact=ExactOptions(time_limit_s=5, workers=1, seed=0))
+    assert heuristic.metrics is not None and exact.metrics is not None
+    assert exact.metrics.cost <= heuristic.metrics.cost + 1e-9
+    validate(profile.problem, exact.orders())
+    assert exact.solver is not None
+    assert exact.metrics.lower_bound <= exact.solver.bound <= exact.metrics.cost + 1e-9
+
+
+def _random_case(seed: int) -> tuple[dict[str, Any], dict[str, Any], tuple]:
+    import random
+
+    rng = random.Random(seed)
+    p = rng.choice([2, 3, 4])
+    keep: dict[str, Any] = {
+        "num_ranks": p, "num_microbatches": rng.choice([p, 2 * p, 3 * p]),
+        "t_f": [round(rng.uniform(0.5, 2), 1) for _ in range(p)],
+        "t_b": [round(rng.uniform(0.5, 2), 1) for _ in range(p)],
+        "t_w": [round(rng.uniform(0.2, 1), 1) for _ in range(p)],
+        "t_comm": round(rng.uniform(0, 0.3), 1), "m_b": 1.0,
+        "m_w": rng.choice([0.3, 0.5, 1.2]), "memory_limit": float(rng.choice([1, 2, 3, p]))}
+    offered = dict(keep)
+    if rng.random() < 0.6:
+        offered["t_offload"] = round(rng.uniform(0.2, 2), 1)
+        if rng.random() < 0.3:
+            offered["m_keep"] = 0.3
+    if rng.random() < 0.6 or "t_offload" not in offered:
+        offered.update(t_r=keep["t_f"], m_ckpt=rng.choice([0.0, 0.2]))
+    if rng.random() < 0.3:
+        offered["copy_lanes"] = 1
+    layouts = rng.choice([((1, None),), ((2, "v"),)])
+    return keep, offered, layouts
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_profiles_valid_and_never_worse_than_keep(seed: int) -> None:
+    keep, offered, layouts = _random_case(seed)
+    keep_cost, _ = _checked(parse_profile(keep), layouts)
+    cost, _ = _checked(parse_profile(offered), layouts)
+    assert cost <= keep_cost + 1e-9
