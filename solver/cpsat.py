@@ -69,7 +69,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     """
     model = cp_model.CpModel()
     S, m = problem.num_stages, problem.num_microbatches
-    duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w}
+    # Each microbatch its own durations and latencies (DESIGN.md 6.2).
+    duration = {"F": scaled.f_mb, "B": scaled.b_mb, "W": scaled.w_mb}
     first = first_start_ticks(problem, scaled)
     rank_of = problem.stage_to_rank
     # Every op of rank r lies in [first[r], first[r] + upper] for the cost objective, and
@@ -84,8 +85,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     for kind in KINDS:
         for s in range(S):
             lo, hi = window[rank_of[s]]
-            d = duration[kind][s]
             for j in range(m):
+                d = duration[kind][s][j]
                 op = Op(kind, s, j)  # type: ignore[arg-type]
                 var = model.new_int_var(lo, max(lo, hi - d), f"start_{kind}_{s}_{j}")
                 start[op] = var
@@ -99,9 +100,11 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     for s in range(S):
         for j in range(m):
             if s > 0:
-                model.add(start[Op("F", s, j)] >= end[Op("F", s - 1, j)] + scaled.comm[s - 1])
+                model.add(start[Op("F", s, j)] >= end[Op("F", s - 1, j)]
+                          + scaled.comm_mb[s - 1][j])
             if s < S - 1:
-                model.add(start[Op("B", s, j)] >= end[Op("B", s + 1, j)] + scaled.comm[s])
+                model.add(start[Op("B", s, j)] >= end[Op("B", s + 1, j)]
+                          + scaled.comm_mb[s][j])
             else:
                 model.add(start[Op("B", s, j)] >= end[Op("F", s, j)])
             model.add(start[Op("W", s, j)] >= end[Op("B", s, j)])
@@ -112,7 +115,7 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
             for j in range(m - 1):
                 model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])  # type: ignore[arg-type]
     # Precedences the memory limit forces in FIFO order (valid cuts; see the function).
-    if fifo:
+    if fifo and problem.uniform_microbatches:  # derived from one m_b per stage
         for before_op, f_op in memory_precedences(problem, scaled):
             model.add(start[f_op] >= end[before_op])
     # The first op of each rank starts as early as list scheduling would start it.
@@ -130,7 +133,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         for s in stages:
             for j in range(m):
                 times += [start[Op("F", s, j)], end[Op("B", s, j)], end[Op("W", s, j)]]
-                changes += [scaled.m_b[s], scaled.m_w[s] - scaled.m_b[s], -scaled.m_w[s]]
+                m_b, m_w = scaled.m_b_mb[s][j], scaled.m_w_mb[s][j]
+                changes += [m_b, m_w - m_b, -m_w]
         model.add_reservoir_constraint(times, changes, 0, limit)
 
     # Objective.
@@ -227,6 +231,8 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
     scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
     if tight is None:
         tight = applies(problem)
+    # The order literals' memory rule reads one m_b per stage (alike microbatches only).
+    tight = tight and problem.uniform_microbatches
     built = build_model(problem, scaled, hint_ticks, upper, objective, fifo, tight=tight)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter()
@@ -273,7 +279,7 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
     worse from the heuristic's order. Both bound the same scope, so the better bound is
     kept; the result is never worse than the hint. Elsewhere, `solve_cpsat` alone.
     """
-    if not applies(problem) or time_limit_s < 2:
+    if not applies(problem) or time_limit_s < 2 or not problem.uniform_microbatches:
         return solve_cpsat(problem, hint, objective=objective, time_limit_s=time_limit_s,
                            workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
                            deterministic_s=deterministic_s)

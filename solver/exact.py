@@ -61,6 +61,15 @@ class Scaled:
     m_w: tuple[int, ...]
     limit: tuple[int | None, ...]
     memory_exact: bool = True
+    # DESIGN.md 6.2: per microbatch, [stage][microbatch] (rows repeat the per-stage
+    # values when the microbatches are alike). The per-stage tuples above are then
+    # representative values; only models that read these matrices take unequal ones.
+    f_mb: tuple[tuple[int, ...], ...] = ()
+    b_mb: tuple[tuple[int, ...], ...] = ()
+    w_mb: tuple[tuple[int, ...], ...] = ()
+    comm_mb: tuple[tuple[int, ...], ...] = ()
+    m_b_mb: tuple[tuple[int, ...], ...] = ()
+    m_w_mb: tuple[tuple[int, ...], ...] = ()
 
     @property
     def exact(self) -> bool:
@@ -93,10 +102,17 @@ def scale(problem: Problem) -> Scaled:
     tolerance left is stated (0 when the scaling is exact). Memory: exact when possible,
     else rounded so that no model solution breaks the real limit.
     """
-    times = [*problem.t_f, *problem.t_b, *problem.t_w, *problem.t_comm]
     m = problem.num_microbatches
+    uniform = problem.uniform_microbatches
+    if uniform:
+        times = [*problem.t_f, *problem.t_b, *problem.t_w, *problem.t_comm]
+        num_zero = m * sum(1 for t in (*problem.t_f, *problem.t_b, *problem.t_w) if t == 0)
+    else:  # DESIGN.md 6.2: every microbatch's own values
+        op_times = [x for matrix in (problem.t_f_mb, problem.t_b_mb, problem.t_w_mb)
+                    for row in matrix for x in row]
+        times = op_times + [x for row in problem.t_comm_mb for x in row]
+        num_zero = sum(1 for t in op_times if t == 0)
     num_ops = 3 * problem.num_stages * m
-    num_zero = m * sum(1 for t in (*problem.t_f, *problem.t_b, *problem.t_w) if t == 0)
     exact_scale = _exact_scale(times)
     # Error in ticks along the longest possible path: ops and latencies rounded by at
     # most half a tick each (none when exact), zero-time ops stretched by a tick.
@@ -110,11 +126,22 @@ def scale(problem: Problem) -> Scaled:
     comm = tuple(0 if problem.stage_to_rank[s] == problem.stage_to_rank[s + 1]
                  else round(problem.t_comm[s] * time_scale)
                  for s in range(problem.num_stages - 1))
-    memory = [*problem.m_b, *problem.m_w, *(x for x in problem.memory_limit
-                                              if math.isfinite(x))]
+    limits = [x for x in problem.memory_limit if math.isfinite(x)]
+    if uniform:
+        memory = [*problem.m_b, *problem.m_w, *limits]
+    else:  # the per-stage means are representative only: no model reads them as memory
+        memory = [x for matrix in (problem.m_b_mb, problem.m_w_mb) for row in matrix
+                  for x in row] + limits
     memory_scale = _exact_scale(memory) or 10 ** _MAX_DECIMALS
     exact_memory = _exact_scale(memory) is not None
     rounding_up = round if exact_memory else math.ceil
+
+    def op_ticks(matrix: tuple[tuple[float, ...], ...]) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(max(1, round(x * time_scale)) for x in row) for row in matrix)
+
+    def memory_units(matrix: tuple[tuple[float, ...], ...]) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(int(rounding_up(x * memory_scale)) for x in row) for row in matrix)
+
     return Scaled(
         time_scale=time_scale, time_tolerance=tolerance,
         f=tuple(max(1, round(x * time_scale)) for x in problem.t_f),
@@ -129,6 +156,12 @@ def scale(problem: Problem) -> Scaled:
             round(x * memory_scale) if exact_memory else math.floor(x * memory_scale))
             for x in problem.memory_limit),
         memory_exact=exact_memory,
+        f_mb=op_ticks(problem.t_f_mb), b_mb=op_ticks(problem.t_b_mb),
+        w_mb=op_ticks(problem.t_w_mb),
+        comm_mb=tuple(tuple(0 if problem.stage_to_rank[s] == problem.stage_to_rank[s + 1]
+                            else round(x * time_scale) for x in row)
+                      for s, row in enumerate(problem.t_comm_mb)),
+        m_b_mb=memory_units(problem.m_b_mb), m_w_mb=memory_units(problem.m_w_mb),
     )
 
 
@@ -152,6 +185,14 @@ def hint_timing(problem: Problem, scaled: Scaled, orders: Orders) -> tuple[dict[
     in_ticks = dataclasses.replace(
         problem, t_f=tuple(map(float, scaled.f)), t_b=tuple(map(float, scaled.b)),
         t_w=tuple(map(float, scaled.w)), t_comm=tuple(map(float, scaled.comm)))
+    if not problem.uniform_microbatches:  # each microbatch its own ticks (6.2)
+
+        def floats(matrix: tuple[tuple[int, ...], ...]) -> tuple[tuple[float, ...], ...]:
+            return tuple(tuple(map(float, row)) for row in matrix)
+
+        in_ticks = dataclasses.replace(
+            in_ticks, _t_f_mb=floats(scaled.f_mb), _t_b_mb=floats(scaled.b_mb),
+            _t_w_mb=floats(scaled.w_mb), _t_comm_mb=floats(scaled.comm_mb))
     sim = simulate(in_ticks, orders)
     assert sim.metrics is not None, "the hint must be a complete, deadlock-free order"
     start = {op: round(t) for ops, times in zip(sim.order, sim.start, strict=True)
@@ -180,7 +221,7 @@ def first_start_ticks(problem: Problem, scaled: Scaled) -> list[int]:
     """
     arrival = [0] * problem.num_stages
     for s in range(1, problem.num_stages):
-        arrival[s] = arrival[s - 1] + scaled.f[s - 1] + scaled.comm[s - 1]
+        arrival[s] = arrival[s - 1] + scaled.f_mb[s - 1][0] + scaled.comm_mb[s - 1][0]
     return [arrival[min(stages)] for stages in problem.rank_to_stages]
 
 

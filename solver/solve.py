@@ -142,27 +142,37 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     method = resolve_method(method)  # our names, and torch's (solver/method_names.py)
     if profile.problem.uniform_microbatches:
         return _solve_in_order(profile, method, objective, exact, on_progress, layouts)
-    if method == ILP:
-        # The exact models read one duration per stage: on unequal microbatches their
-        # bound would be a bound of another problem. Refused, never guessed.
-        raise ProfileError("method", method, f"'{HEURISTIC}' or a named schedule: the "
-                           "exact models do not take unequal microbatches (DESIGN.md 6.2) "
-                           "yet")
+    if method == ILP and (exact or ExactOptions()).backend != "cpsat":
+        # The MILP reads one duration per stage: on unequal microbatches its bound would
+        # be a bound of another problem. Refused, never guessed.
+        raise ProfileError("backend", (exact or ExactOptions()).backend,
+                           "'cpsat': only the CP-SAT model takes unequal microbatches "
+                           "(DESIGN.md 6.2)")
     # Unequal microbatches (DESIGN.md 6.2): the order of entry is a decision. The
-    # heuristic tries the candidate orders and keeps the best; a named schedule keeps the
-    # input order, as its definition gives none.
+    # heuristic tries the candidate orders and keeps the best; `ilp` refines the
+    # heuristic's best order, so its own bound holds for that order of entry (the general
+    # bound, `metrics.lower_bound`, for every order); a named schedule keeps the input
+    # order, as its definition gives none.
     began = time.perf_counter()
-    candidates = entry_orders(profile.problem) if method == HEURISTIC \
+    candidates = entry_orders(profile.problem) if method in (HEURISTIC, ILP) \
         else [tuple(range(profile.num_microbatches))]
     best: tuple[float, tuple[int, ...], Schedule] | None = None
     for order in candidates:
-        schedule = _solve_in_order(permuted(profile, order), method, objective, exact,
-                                   None, layouts)
+        schedule = _solve_in_order(permuted(profile, order), HEURISTIC if method == ILP
+                                   else method, objective, exact, None, layouts)
         assert schedule.solver is not None
         if best is None or schedule.solver.objective < best[0] - 1e-9:
             best = (schedule.solver.objective, order, schedule)
     assert best is not None
     _, order, schedule = best
+    if method == ILP:
+        schedule = _solve_in_order(permuted(profile, order), ILP, objective, exact,
+                                   on_progress, layouts)
+        assert schedule.solver is not None
+        scope = getattr(schedule.solver, "bound_scope", None)
+        if scope != SCOPE_ALL:
+            schedule.solver.bound_scope = (  # type: ignore[attr-defined]
+                f"{scope}, in this microbatch_order")
     # Echo the profile as given (input order) and say which input microbatch each is.
     schedule.profile = permuted(schedule.profile, inverse(order))
     schedule.microbatch_order = list(order) if list(order) != sorted(order) else None
@@ -365,7 +375,9 @@ def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
                           time_limit_s=options.time_limit_s, fifo=options.fifo,
                           solver_name=options.milp_solver, on_progress=on_progress)
     num_ops = 3 * problem.num_stages * problem.num_microbatches
-    if options.lns or (options.lns is None and num_ops > LNS_MIN_OPS):
+    # The window search reads one duration per stage: alike microbatches only.
+    if problem.uniform_microbatches and (
+            options.lns or (options.lns is None and num_ops > LNS_MIN_OPS)):
         from solver.lns import solve_lns
 
         return solve_lns(problem, hint, objective=objective,
