@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="Port `ppsched serve` listens on.")
     db_path: Path = Field(Path("ppsched.sqlite3"),
                           description="SQLite file keeping results and jobs across restarts.")
+    database_url: str | None = Field(
+        None, description="A postgresql://user@host:port/dbname URL: results and jobs in "
+        "that PostgreSQL database (replicas share it) instead of the SQLite db_path.")
     profiles_dir: Path = Field(default_factory=_default_profiles_dir,
                                description="Folder of example profiles (GET /v1/examples).")
     static_dir: Path = Field(_PACKAGE_DIR / "static",

@@ -21,7 +21,7 @@ from api.service.limits import BodyLimit
 from api.service.metrics import Metrics
 from api.service.pool import SolverPool
 from api.service.routers import advise, catalog, checks, docs, health, jobs, schedules, static
-from api.service.store import Store
+from api.service.store import open_store
 from solver.profile import Profile
 from solver.schedule import Schedule
 
@@ -37,7 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service; its store, pool and job runners open when the app starts."""
     settings = settings or Settings()
     metrics = Metrics()
-    store = Store(settings.db_path)
+    store = open_store(settings)
     state = ServiceState(
         settings=settings, store=store,
         pool=SolverPool(settings.workers, settings.queue_size, settings.retry_after_s),
@@ -50,7 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await state.jobs.start()
         state.started = True
         log.info("ppsched service ready: %d solver workers, %d job workers, store %s",
-                 settings.workers, settings.job_workers, settings.db_path)
+                 settings.workers, settings.job_workers, store.description)
         try:
             yield
         finally:
