@@ -4,6 +4,7 @@ runners, the routers, the error mapping and the metrics. Run it with `ppsched se
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,6 +13,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from api.service import retention
+from api.service.admission import Admission
 from api.service.config import Settings
 from api.service.deps import ServiceState
 from api.service.errors import install_error_handlers
@@ -48,6 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.examples = catalog.load_examples(settings.profiles_dir)
         state.pool.start()
         await state.jobs.start()
+        cleaner = asyncio.create_task(retention.cleanup(store, settings), name="retention")
         state.started = True
         log.info("ppsched service ready: %d solver workers, %d job workers, store %s",
                  settings.workers, settings.job_workers, store.description)
@@ -55,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             state.started = False
+            cleaner.cancel()
             await state.jobs.stop()
             state.pool.shutdown()
             store.close()
@@ -69,6 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.middleware("http")(metrics.middleware)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outside the body limit: a full pool refuses before the body is even read.
+    app.add_middleware(Admission, pool=state.pool)
     # Outermost, so that the body limit's 413 carries the headers too.
     app.add_middleware(SecurityHeaders)
 

@@ -194,6 +194,33 @@ class Store:
                     failed.append(job_id)
         return [job for job in map(self.get_job, failed) if job is not None]
 
+    # Retention.
+
+    def prune(self, max_age_s: float, max_bytes: int) -> int:
+        """Delete stored schedules and views older than `max_age_s`, then the oldest
+        until their bodies total at most `max_bytes`, and finished jobs older than
+        `max_age_s`; a queued or running job's checkpoint is kept. Returns the number of
+        schedules and views deleted."""
+        cutoff = time.time() - max_age_s
+        active = ("id NOT IN (SELECT schedule_id FROM jobs WHERE schedule_id IS NOT NULL "
+                  "AND status IN ('queued', 'running'))")
+        removed = self._one(f"DELETE FROM schedules WHERE created < ? AND {active}",
+                            (cutoff,))[1]
+        self._one("DELETE FROM jobs WHERE status IN ('done', 'failed', 'cancelled') AND "
+                  "updated < ?", (cutoff,))
+        rows, _ = self._one(f"SELECT id, LENGTH(body) FROM schedules WHERE {active} "
+                            "ORDER BY created DESC, id")
+        total, over = 0, []
+        for schedule_id, size in rows:
+            total += int(size)
+            if total > max_bytes:
+                over.append(schedule_id)
+        for start in range(0, len(over), 500):
+            batch = over[start:start + 500]
+            marks = ", ".join("?" * len(batch))
+            removed += self._one(f"DELETE FROM schedules WHERE id IN ({marks})", batch)[1]
+        return max(removed, 0)
+
 
 class SqliteStore(Store):
     """The embedded store: one SQLite file, one connection serialised by a lock."""
