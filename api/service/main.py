@@ -61,7 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.started = False
             cleaner.cancel()
             await state.jobs.stop()
-            state.pool.shutdown()
+            await state.pool.shutdown()
             store.close()
 
     # /docs and /redoc come from local files (routers/docs.py), not FastAPI's CDN pages.

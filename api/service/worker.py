@@ -37,6 +37,28 @@ def watch_parent(interval_s: float = 1.0) -> None:
     threading.Thread(target=_watch, name="watch-parent", daemon=True).start()
 
 
+def serve_calls(conn: Connection) -> None:
+    """A pool worker's life: run each (function, args) the pipe brings and send back
+    ("ok", result) or ("error", exception); end at None or when the service is gone."""
+    watch_parent()
+    while True:
+        try:
+            call = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        if call is None:
+            return
+        fn, args = call
+        try:
+            reply: tuple[str, Any] = ("ok", fn(*args))
+        except Exception as exc:  # handed to the caller, which raises it there
+            reply = ("error", exc)
+        try:
+            conn.send(reply)
+        except Exception as exc:  # an exception that does not pickle
+            conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
 def solve_body(spec: dict[str, Any], key: str, cpsat_workers: int) -> tuple[str, Any, str]:
     """Solve one request into the final response body, so that the service's event loop
     never parses or serialises a schedule: ("ok", body, solver status) with the body the

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.service.deps import ServiceState, State
 from api.service.errors import NotFound
+from api.service.flight import unless_disconnected
 from api.service.schemas import (
     EXAMPLE_PROFILE,
     ErrorBody,
@@ -56,7 +57,7 @@ _REQUEST_EXAMPLES = {
     openapi_extra={"requestBody": {"content": {"application/json": {
         "examples": _REQUEST_EXAMPLES}}}},
 )
-async def create_schedule(request: ScheduleRequest, state: State) -> Response:
+async def create_schedule(request: ScheduleRequest, state: State, http: Request) -> Response:
     """Solve `profile` with `method`. A repeated request is answered from the store; a
     request over the synchronous budget (more ops than PPSCHED_MAX_SYNC_OPS, or an ilp
     time limit over the ceiling) becomes a job (202, Location: /v1/jobs/{id})."""
@@ -71,7 +72,7 @@ async def create_schedule(request: ScheduleRequest, state: State) -> Response:
         link = f"/v1/jobs/{job.id}"
         body = {"id": job.id, "status": job.status, "links": {"self": link}}
         return JSONResponse(body, status_code=202, headers={"Location": link})
-    body_text = await solve_now(state, spec)
+    body_text = await unless_disconnected(http, solve_now(state, spec))
     return Response(body_text, media_type="application/json", headers={"X-Cache": "miss"})
 
 

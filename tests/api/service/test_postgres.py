@@ -43,7 +43,7 @@ def _requests() -> list[dict[str, Any]]:
 def test_two_replicas_on_postgres_survive_random_kills(postgres: PostgresServer,
                                                        start_server: Any) -> None:
     url = postgres.new_database()
-    settings = {"database_url": url, "job_lease_s": 2, "job_workers": 2, "workers": 1,
+    settings = {"database_url": url, "job_lease_s": 6, "job_workers": 2, "workers": 1,
                 "max_queued_jobs": 100}
     steady = start_server(**settings)
     victim: Server = start_server(**settings)
