@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (schedules, jobs, checks, catalog, health, static, advise, docs):
         app.include_router(module.router)
     install_error_handlers(app)
-    app.middleware("http")(metrics.middleware)
+    app.add_middleware(metrics.asgi)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outside the body limit: a full pool refuses before the body is even read.
     app.add_middleware(Admission, pool=state.pool)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from api.service.config import Settings
@@ -52,7 +52,8 @@ class SolveSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow: `asdict` deep-copies the profile, a cost per request in the main process.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def check_profile_limits(profile: Any, settings: Settings, prefix: str = "profile") -> None:
