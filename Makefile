@@ -12,7 +12,7 @@ RUN_VENV := .venv-run
 RUN_STAMP := $(RUN_VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run example test lint bench clean chromium
+.PHONY: run example test lint bench clean chromium postgres
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +57,17 @@ chromium:
 		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	fi
 
-test: lint chromium
+# The service's replica tests start a real PostgreSQL server from Debian's binaries.
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && \
+	    ! { command -v pg_config >/dev/null && [ -x "$$(pg_config --bindir)/initdb" ]; }; then \
+		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+		echo "installing Debian's postgresql (the service's replica tests start a server)"; \
+		$$sudo apt-get update -qq && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	fi
+
+test: lint chromium postgres
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="Port `ppsched serve` listens on.")
     db_path: Path = Field(Path("ppsched.sqlite3"),
                           description="SQLite file keeping results and jobs across restarts.")
+    database_url: str | None = Field(
+        None, description="A postgresql://user@host:port/dbname URL: results and jobs in "
+        "that PostgreSQL database (replicas share it) instead of the SQLite db_path.")
     profiles_dir: Path = Field(default_factory=_default_profiles_dir,
                                description="Folder of example profiles (GET /v1/examples).")
     static_dir: Path = Field(_PACKAGE_DIR / "static",
@@ -66,4 +69,12 @@ class Settings(BaseSettings):
     cancel_grace_s: float = Field(
         5.0, gt=0, description="After a cancel, how long a job may take to hand back its best "
         "schedule before its worker is killed.")
+    retention_age_s: float = Field(
+        7 * 24 * 3600.0, gt=0, description="Stored schedules, views and finished jobs "
+        "older than this are deleted by the cleanup task.")
+    retention_max_bytes: int = Field(
+        1 << 30, ge=0, description="Stored schedules and views beyond this total size "
+        "are deleted, oldest first, by the cleanup task.")
+    retention_interval_s: float = Field(300.0, gt=0, description="How often the cleanup "
+                                        "task runs.")
     cpsat_workers: int = Field(1, ge=1, le=64, description="CP-SAT threads per ilp solve.")

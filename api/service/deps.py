@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from api.service.config import Settings
+from api.service.flight import SingleFlight
 from api.service.jobs import JobManager
 from api.service.metrics import Metrics
 from api.service.pool import SolverPool
@@ -26,6 +27,8 @@ class ServiceState:
     metrics: Metrics
     examples: list[dict[str, Any]] = field(default_factory=list)
     started: bool = False
+    flights: SingleFlight[str] = field(default_factory=SingleFlight)
+    """Solves and views in progress, by content key (single-flight)."""
 
 
 def get_state(request: Request) -> ServiceState:

@@ -46,6 +46,11 @@ class WorkerLost(RuntimeError):
     """A worker process died while solving (killed, out of memory): 503, retry."""
 
 
+class ClientGone(Exception):
+    """The client closed its connection before the answer was ready (its work is
+    cancelled); answered 499 for the logs, which nobody reads."""
+
+
 class NotFound(Exception):
     """An id that names no stored schedule or job: 404."""
 
@@ -85,6 +90,10 @@ def install_error_handlers(app: FastAPI) -> None:
                                        f"{exc.retry_after_s} s"),
                             status_code=exc.status_code,
                             headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(ClientGone)
+    async def _gone(request: Request, exc: ClientGone) -> JSONResponse:
+        return JSONResponse(error_body(str(exc)), status_code=499)
 
     @app.exception_handler(WorkerLost)
     async def _lost(request: Request, exc: WorkerLost) -> JSONResponse:

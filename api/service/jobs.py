@@ -10,7 +10,6 @@ stopped is failed with that reason, and queued jobs are queued again.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import multiprocessing
 import os
@@ -25,9 +24,9 @@ from typing import Any
 from api.service.config import Settings
 from api.service.errors import QueueFull
 from api.service.metrics import Metrics
-from api.service.solving import SolveSpec, content_id, with_links
+from api.service.solving import SolveSpec
 from api.service.store import JobRecord, Store
-from api.service.worker import run_job
+from api.service.worker import JobResult, run_job
 from solver.solve import ILP
 
 log = logging.getLogger(__name__)
@@ -185,7 +184,8 @@ class JobManager:
         spec = job.request
         parent_conn, child_conn = self._context.Pipe(duplex=False)
         process = self._context.Process(
-            target=run_job, args=(child_conn, spec, self.settings.cpsat_workers),
+            target=run_job, args=(child_conn, spec, job.request_key,
+                                   self.settings.cpsat_workers),
             name=f"ppsched-job-{job.id[:8]}", daemon=True)
         process.start()
         child_conn.close()
@@ -194,8 +194,8 @@ class JobManager:
         self._update_gauges()
         renew_at = time.monotonic()
         held = True
-        incumbent: str | None = None
-        result: tuple[str, str] | None = None
+        incumbent: JobResult | None = None
+        result: tuple[str, Any] | None = None
         # ilp stops at its time limit; the other methods have none of their own, so a
         # big heuristic job may run up to the longest time limit the service accepts.
         budget = float(spec["time_limit_s"]) if spec["method"] == ILP else \
@@ -213,7 +213,7 @@ class JobManager:
                     if kind == "incumbent":
                         incumbent = payload
                         self._checkpoint(job.id, payload)
-                        self._progress(job.id, running, *_objective_and_bound(payload))
+                        self._progress(job.id, running, payload[4], payload[5])
                     elif kind == "progress":
                         self._progress(job.id, running, payload[1], payload[2])
                     else:
@@ -261,19 +261,18 @@ class JobManager:
             self._running.pop(job.id, None)
             running.finished.set()
 
-    def _finish(self, job: JobRecord, running: _Running, result: tuple[str, str] | None,
-                incumbent: str | None, exitcode: int | None) -> None:
+    def _finish(self, job: JobRecord, running: _Running, result: tuple[str, Any] | None,
+                incumbent: JobResult | None, exitcode: int | None) -> None:
         method = job.request.get("method", "?")
         cancelled = running.cancel_at is not None
         if result is not None and result[0] == "done":
-            schedule_json = result[1]
+            done: JobResult = result[1]
             if cancelled:
                 # The best so far answers no request: stored under its own content id.
-                self._keep(job.id, schedule_json, "cancelled", cache=False)
+                self._keep(job.id, done, "cancelled", cache=False)
             else:
-                self._keep(job.id, schedule_json, "done", cache=True)
-            self.metrics.solves.labels(method, "cancelled" if cancelled else
-                                       _status(schedule_json)).inc()
+                self._keep(job.id, done, "done", cache=True)
+            self.metrics.solves.labels(method, "cancelled" if cancelled else done[3]).inc()
             return
         if cancelled:
             if incumbent is not None:
@@ -291,19 +290,20 @@ class JobManager:
         self.store.update_job(job.id, status="failed", error=error)
         self.metrics.solves.labels(method, "failed").inc()
 
-    def _keep(self, job_id: str, schedule_json: str, status: str, *, cache: bool) -> None:
+    def _keep(self, job_id: str, done: JobResult, status: str, *, cache: bool) -> None:
         job = self.store.get_job(job_id)
         assert job is not None
-        schedule_id = job.request_key if cache else content_id(schedule_json)
-        self.store.put_schedule(schedule_id, with_links(schedule_json, schedule_id))
+        keyed_body, cid, cid_body = done[:3]
+        schedule_id, body = (job.request_key, keyed_body) if cache else (cid, cid_body)
+        self.store.put_schedule(schedule_id, body)
         self.store.update_job(job_id, status=status, schedule_id=schedule_id)
 
-    def _checkpoint(self, job_id: str, schedule_json: str) -> None:
+    def _checkpoint(self, job_id: str, incumbent: JobResult) -> None:
         """Keep the best schedule so far with the running job, so that a crash of this
         replica leaves it behind (the job fails with its schedule_id)."""
-        schedule_id = content_id(schedule_json)
-        self.store.put_schedule(schedule_id, with_links(schedule_json, schedule_id))
-        self.store.update_job(job_id, schedule_id=schedule_id)
+        _, cid, cid_body = incumbent[:3]
+        self.store.put_schedule(cid, cid_body)
+        self.store.update_job(job_id, schedule_id=cid)
 
     def _progress(self, job_id: str, running: _Running, best: float | None,
                   bound: float | None = None) -> None:
@@ -318,13 +318,3 @@ class JobManager:
     def _update_gauges(self) -> None:
         self.metrics.queue_depth.labels("jobs").set(self.store.count_jobs("queued"))
         self.metrics.in_progress.labels("jobs").set(len(self._running))
-
-
-def _objective_and_bound(schedule_json: str) -> tuple[float | None, float | None]:
-    solver: dict[str, Any] | None = json.loads(schedule_json).get("solver")
-    return (float(solver["objective"]), float(solver["bound"])) if solver else (None, None)
-
-
-def _status(schedule_json: str) -> str:
-    solver: dict[str, Any] | None = json.loads(schedule_json).get("solver")
-    return str(solver["status"]) if solver else "unknown"

@@ -4,6 +4,7 @@ runners, the routers, the error mapping and the metrics. Run it with `ppsched se
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,6 +13,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from api.service import retention
+from api.service.admission import Admission
 from api.service.config import Settings
 from api.service.deps import ServiceState
 from api.service.errors import install_error_handlers
@@ -21,7 +24,7 @@ from api.service.limits import BodyLimit
 from api.service.metrics import Metrics
 from api.service.pool import SolverPool
 from api.service.routers import advise, catalog, checks, docs, health, jobs, schedules, static
-from api.service.store import Store
+from api.service.store import open_store
 from solver.profile import Profile
 from solver.schedule import Schedule
 
@@ -37,7 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service; its store, pool and job runners open when the app starts."""
     settings = settings or Settings()
     metrics = Metrics()
-    store = Store(settings.db_path)
+    store = open_store(settings)
     state = ServiceState(
         settings=settings, store=store,
         pool=SolverPool(settings.workers, settings.queue_size, settings.retry_after_s),
@@ -48,15 +51,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.examples = catalog.load_examples(settings.profiles_dir)
         state.pool.start()
         await state.jobs.start()
+        cleaner = asyncio.create_task(retention.cleanup(store, settings), name="retention")
         state.started = True
         log.info("ppsched service ready: %d solver workers, %d job workers, store %s",
-                 settings.workers, settings.job_workers, settings.db_path)
+                 settings.workers, settings.job_workers, store.description)
         try:
             yield
         finally:
             state.started = False
+            cleaner.cancel()
             await state.jobs.stop()
-            state.pool.shutdown()
+            await state.pool.shutdown()
             store.close()
 
     # /docs and /redoc come from local files (routers/docs.py), not FastAPI's CDN pages.
@@ -67,8 +72,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (schedules, jobs, checks, catalog, health, static, advise, docs):
         app.include_router(module.router)
     install_error_handlers(app)
-    app.middleware("http")(metrics.middleware)
+    app.add_middleware(metrics.asgi)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outside the body limit: a full pool refuses before the body is even read.
+    app.add_middleware(Admission, pool=state.pool)
     # Outermost, so that the body limit's 413 carries the headers too.
     app.add_middleware(SecurityHeaders)
 

@@ -1,6 +1,13 @@
-"""The bounded pool of worker processes for synchronous solves: CPU-heavy work never
-runs on the event loop, and when every worker and queue slot is taken the caller gets
-`QueueFull` (503 with Retry-After) at once instead of waiting."""
+"""The bounded pool of worker processes for synchronous solves and views: CPU-heavy work
+never runs on the event loop, and when every worker and queue slot is taken the caller
+gets `QueueFull` (503 with Retry-After) at once instead of waiting.
+
+Each worker is a process with its own pipe, not a `ProcessPoolExecutor`: a worker that
+dies fails only the call it was running and is replaced, alone (an executor breaks as a
+whole and fails every call in flight); a call whose caller goes away (a client
+disconnect) kills its worker, which is replaced, so the slot is free at once; and pipes
+need no named semaphores, so none can leak.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +15,36 @@ import asyncio
 import logging
 import multiprocessing
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from api.service.errors import QueueFull, WorkerLost
-from api.service.worker import watch_parent
+from api.service.worker import serve_calls
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class _Worker:
+    """One worker process and the service's end of its pipe."""
+
+    def __init__(self, context: Any, index: int) -> None:
+        self.conn, child = context.Pipe(duplex=True)
+        self.process: BaseProcess = context.Process(
+            target=serve_calls, args=(child,), name=f"ppsched-worker-{index}", daemon=True)
+        self.process.start()
+        child.close()  # ours closed: the child's death is an EOF on our end
+
+    def stop(self, timeout_s: float) -> None:
+        try:
+            self.conn.send(None)  # asks it to exit between calls
+        except OSError:
+            pass
+        self.process.join(timeout_s)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(1)
+        self.conn.close()
 
 
 class SolverPool:
@@ -25,7 +53,11 @@ class SolverPool:
     def __init__(self, workers: int, queue_size: int, retry_after_s: int) -> None:
         self.workers, self.queue_size, self.retry_after_s = workers, queue_size, retry_after_s
         self.in_flight = 0
-        self._executor: ProcessPoolExecutor | None = None
+        self.replaced = 0  # workers that died or were killed, and were replaced
+        self._context = multiprocessing.get_context("spawn")
+        self._idle: asyncio.Queue[_Worker] | None = None
+        self._all: list[_Worker] = []
+        self._started = 0
 
     @property
     def capacity(self) -> int:
@@ -35,41 +67,76 @@ class SolverPool:
     def waiting(self) -> int:
         return max(0, self.in_flight - self.workers)
 
-    def start(self) -> None:
-        self._executor = ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=watch_parent)
-
-    def shutdown(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
-
     @property
     def ready(self) -> bool:
-        return self._executor is not None
+        return self._idle is not None
+
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._all if w.process.pid is not None]
+
+    def start(self) -> None:
+        self._idle = asyncio.Queue()
+        for _ in range(self.workers):
+            self._idle.put_nowait(self._spawn())
+
+    def _spawn(self) -> _Worker:
+        worker = _Worker(self._context, self._started)
+        self._started += 1
+        self._all.append(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.process.kill()
+        worker.process.join(1)
+        worker.conn.close()
+        self._all.remove(worker)
+        self.replaced += 1
+        if self._idle is not None:
+            self._idle.put_nowait(self._spawn())
+
+    async def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Stop every worker (idle ones exit at once; uvicorn has drained the requests
+        before the app's shutdown runs), off the event loop."""
+        workers, self._all, self._idle = self._all, [], None
+        await asyncio.gather(*(asyncio.to_thread(w.stop, timeout_s) for w in workers))
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(*args)` in a worker process.
+        """Run `fn(*args)` in a worker process (`fn` a module-level function).
 
         Raises:
             QueueFull: every worker busy and the queue full.
-            WorkerLost: the worker died (the pool is restarted for the next call).
+            WorkerLost: the worker died during the call (it is replaced).
         """
         if self.in_flight >= self.capacity:
             raise QueueFull("the solver pool", self.capacity, 503, self.retry_after_s)
-        if self._executor is None:
+        if self._idle is None:
             self.start()
-        assert self._executor is not None
+        assert self._idle is not None
         self.in_flight += 1
         try:
-            future = self._executor.submit(fn, *args)
-            return await asyncio.wrap_future(future)
-        except BrokenProcessPool as exc:
-            log.error("a solver worker died: %s; restarting the pool", exc)
-            self.shutdown()
-            self.start()
-            raise WorkerLost(f"a solver worker process died ({exc}); the pool was "
-                             "restarted, retry the request") from None
+            worker = await self._idle.get()
+            try:
+                worker.conn.send((fn, args))
+                # The read blocks a helper thread, not the loop; a dead child ends it (EOF).
+                outcome, value = await asyncio.to_thread(worker.conn.recv)
+            except asyncio.CancelledError:
+                # The caller went away: the worker would solve for nobody. Kill it, so
+                # the slot is free now, and start another.
+                log.info("a call was cancelled: its worker %s is replaced", worker.process.pid)
+                self._replace(worker)
+                raise
+            except (EOFError, OSError) as exc:
+                code = worker.process.exitcode
+                log.error("solver worker %s died (exit code %s): replaced",
+                          worker.process.pid, code)
+                self._replace(worker)
+                raise WorkerLost(f"the solver worker process died (exit code {code}) while "
+                                 "answering this request; it was replaced, retry the "
+                                 "request") from exc
+            self._idle.put_nowait(worker)
+            if outcome == "error":
+                raise value
+            result: T = value
+            return result
         finally:
             self.in_flight -= 1

@@ -39,7 +39,15 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
         name = str(error["loc"][0]) if error["loc"] else "settings"
         raise ProfileError(f"PPSCHED_{name.upper()}", error.get("input"),
                            str(error["msg"])) from None
-    app = create_app(settings)
+    from api.service.store import StoreSettingError
+
+    try:
+        app = create_app(settings)
+    except StoreSettingError as exc:
+        name, _, rest = str(exc).partition(": ")
+        reason, _, accepted = rest.rpartition("; accepted: ")
+        shown = (settings.database_url or "").split("@")[-1]  # never echo a password
+        raise ProfileError(name, shown, f"{accepted} ({reason})") from None
     log.info("serving on http://%s:%d (pid %d)", settings.host, settings.port, os.getpid())
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level,
                 timeout_graceful_shutdown=10, http=protocol_with(settings.header_timeout_s),

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from api.service.config import Settings
 from api.service.errors import LimitExceeded
 from api.service.schemas import ScheduleRequest
+from api.service.worker import body_with_links, content_id
+
+__all__ = ["content_id"]  # re-exported: the routers' import of it
 from solver.errors import ProfileError
 from solver.method_names import resolve_method
 from solver.profile import Profile, parse_profile
-from solver.solve import ILP, Layout, layout_name, parse_layouts
+from solver.solve import ILP, Layout, default_layouts, layout_name, parse_layouts
 
 KEY_VERSION = 1  # bump when the same request would give a different schedule
 # Request fields that bound the work, the setting naming each limit, its attribute.
@@ -49,7 +52,8 @@ class SolveSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow: `asdict` deep-copies the profile, a cost per request in the main process.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def check_profile_limits(profile: Any, settings: Settings, prefix: str = "profile") -> None:
@@ -85,7 +89,8 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
         if layout[0] > settings.max_chunks:
             raise LimitExceeded("layouts", layout_name(layout), settings.max_chunks,
                                 "max_chunks")
-    ops = count_ops(profile, parsed)
+    # Without layouts the solver may still try the V cut (`default_layouts`): count it.
+    ops = count_ops(profile, parsed or default_layouts(profile, method))
     if ops > settings.max_ops:
         raise LimitExceeded("layouts" if parsed else "profile.num_microbatches",
                             f"{ops} ops (3 * p * v * m over the layouts)", settings.max_ops,
@@ -120,20 +125,6 @@ def is_synchronous(spec: SolveSpec, settings: Settings) -> bool:
     return spec.method != ILP or spec.time_limit_s <= settings.sync_time_limit_s
 
 
-def schedule_links(schedule_id: str) -> dict[str, str]:
-    base = f"/v1/schedules/{schedule_id}"
-    return {"self": base, "svg": f"{base}.svg", "csv": f"{base}.csv", "trace": f"{base}/trace"}
-
-
 def with_links(schedule_json: str, schedule_id: str) -> str:
     """The stored body: the schedule JSON with its id and links at the top."""
-    schedule = json.loads(schedule_json)
-    return json.dumps({"id": schedule_id, "links": schedule_links(schedule_id), **schedule},
-                      separators=(",", ":"))
-
-
-def content_id(schedule_json: str) -> str:
-    """The id of a schedule that answers no request (a cancelled job's best, a simulated
-    schedule): the hash of its own content."""
-    return "s" + hashlib.sha256(schedule_json.encode()).hexdigest()[:31]
-
+    return body_with_links(json.loads(schedule_json), schedule_id)

@@ -1,5 +1,11 @@
-"""The embedded store: schedules (content-addressed JSON) and jobs, in one SQLite file,
-so results and jobs survive a restart of the service."""
+"""The store: schedules (content-addressed JSON) and jobs, so results and jobs survive a
+restart of the service and replicas share one job queue.
+
+`Store` holds the SQL, written once in the dialect SQLite and PostgreSQL share (`?`
+placeholders, `ON CONFLICT ... DO UPDATE`); a back end supplies a session that runs it.
+`SqliteStore` (one embedded file, the default) is here; `store_pg.PostgresStore` is used
+when ``PPSCHED_DATABASE_URL`` names a PostgreSQL server. `open_store` picks one.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +13,40 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from api.service.config import Settings
 
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS schedules (
-    id TEXT PRIMARY KEY, body TEXT NOT NULL, created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY, status TEXT NOT NULL, request TEXT NOT NULL,
-    request_key TEXT NOT NULL, progress TEXT, schedule_id TEXT, error TEXT,
-    created REAL NOT NULL, updated REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
-CREATE TABLE IF NOT EXISTS leases (
-    job_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL,
-    cancel INTEGER NOT NULL DEFAULT 0);
-"""
+FINAL_STATUSES = ("done", "failed", "cancelled")
+# `ends` counts the writes of a final status: the lease protocol keeps it at 1 (the
+# two-replica tests read it to prove that no job ends twice).
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS schedules (id TEXT PRIMARY KEY, body TEXT NOT NULL, "
+    "created DOUBLE PRECISION NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, status TEXT NOT NULL, "
+    "request TEXT NOT NULL, request_key TEXT NOT NULL, progress TEXT, schedule_id TEXT, "
+    "error TEXT, created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, "
+    "ends INTEGER NOT NULL DEFAULT 0)",
+    "CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created)",
+    "CREATE INDEX IF NOT EXISTS schedules_by_age ON schedules (created)",
+    "CREATE TABLE IF NOT EXISTS leases (job_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+    "expires DOUBLE PRECISION NOT NULL, cancel INTEGER NOT NULL DEFAULT 0)",
+)
+_JOB_COLUMNS = ("id, status, request, request_key, progress, schedule_id, error, created, "
+                "updated")
+
+Run = Callable[[str, Sequence[Any]], tuple[list[tuple[Any, ...]], int]]
+"""Runs one statement: (its rows, its row count)."""
+
+
+class StoreSettingError(ValueError):
+    """A store setting that cannot be used (an unknown database URL scheme)."""
 
 
 @dataclass
@@ -44,155 +65,228 @@ class JobRecord:
 
 
 class Store:
-    """Schedules and jobs in SQLite (one connection, serialised by a lock: every call is
-    a few milliseconds, made from the event loop's thread or a helper thread)."""
+    """Schedules, jobs and leases over a back end's `_session` (each call is a few
+    milliseconds, made from the event loop's thread or a helper thread)."""
+
+    description = "store"
+
+    def _session(self, transaction: bool = False) -> AbstractContextManager[Run]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[tuple[Any, ...]], int]:
+        with self._session() as run:
+            return run(sql, params)
+
+    def ping(self) -> bool:
+        return self._one("SELECT 1")[0] == [(1,)]
+
+    # Schedules.
+
+    def get_schedule(self, schedule_id: str) -> str | None:
+        rows, _ = self._one("SELECT body FROM schedules WHERE id = ?", (schedule_id,))
+        return str(rows[0][0]) if rows else None
+
+    def put_schedule(self, schedule_id: str, body: str) -> None:
+        self._one("INSERT INTO schedules VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                  "body = excluded.body, created = excluded.created",
+                  (schedule_id, body, time.time()))
+
+    # Jobs.
+
+    def add_job(self, job_id: str, request: dict[str, Any], request_key: str) -> JobRecord:
+        now = time.time()
+        self._one(f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (?, 'queued', ?, ?, NULL, NULL, "
+                  "NULL, ?, ?)", (job_id, json.dumps(request), request_key, now, now))
+        job = self.get_job(job_id)
+        assert job is not None
+        return job
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        rows, _ = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        return _job(rows[0]) if rows else None
+
+    def jobs_with_status(self, *statuses: str) -> list[JobRecord]:
+        marks = ", ".join("?" * len(statuses))
+        rows, _ = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status IN ({marks}) "
+                            "ORDER BY created", statuses)
+        return [_job(row) for row in rows]
+
+    def active_job_for(self, request_key: str) -> JobRecord | None:
+        """A queued or running job for the same request, if any."""
+        rows, _ = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE request_key = ? AND "
+                            "status IN ('queued', 'running') ORDER BY created LIMIT 1",
+                            (request_key,))
+        return _job(rows[0]) if rows else None
+
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        """Set some of status, progress, schedule_id, error."""
+        allowed = {"status", "progress", "schedule_id", "error"}
+        assert set(fields) <= allowed, f"unknown job fields {set(fields) - allowed}"
+        ends = ""
+        if "status" in fields:
+            assert fields["status"] in JOB_STATUSES
+            ends = ", ends = ends + 1" if fields["status"] in FINAL_STATUSES else ""
+        if "progress" in fields:
+            fields["progress"] = json.dumps(fields["progress"])
+        columns = ", ".join(f"{name} = ?" for name in fields)
+        self._one(f"UPDATE jobs SET {columns}, updated = ?{ends} WHERE id = ?",
+                  (*fields.values(), time.time(), job_id))
+
+    def count_jobs(self, status: str) -> int:
+        rows, _ = self._one("SELECT COUNT(*) FROM jobs WHERE status = ?", (status,))
+        return int(rows[0][0])
+
+    # Leases: a running job belongs to the replica (owner) whose lease on it is current.
+
+    def claim_job(self, job_id: str, owner: str, lease_s: float) -> bool:
+        """Move a queued job to running under `owner`'s lease; False if another replica
+        (or a cancel) got to it first (the conditional update is the atomic step)."""
+        now = time.time()
+        with self._session(transaction=True) as run:
+            claimed = run("UPDATE jobs SET status = 'running', updated = ? WHERE id = ? AND "
+                          "status = 'queued'", (now, job_id))[1] == 1
+            if claimed:
+                run("INSERT INTO leases VALUES (?, ?, ?, 0) ON CONFLICT (job_id) DO UPDATE "
+                    "SET owner = excluded.owner, expires = excluded.expires, cancel = 0",
+                    (job_id, owner, now + lease_s))
+        return claimed
+
+    def renew_lease(self, job_id: str, owner: str, lease_s: float) -> tuple[bool, bool]:
+        """(whether `owner` still holds the job, whether a cancel was asked for it)."""
+        with self._session(transaction=True) as run:
+            held = run("UPDATE leases SET expires = ? WHERE job_id = ? AND owner = ?",
+                       (time.time() + lease_s, job_id, owner))[1] == 1
+            rows, _ = run("SELECT cancel FROM leases WHERE job_id = ?", (job_id,))
+        return held, bool(rows and rows[0][0])
+
+    def drop_lease(self, job_id: str) -> None:
+        self._one("DELETE FROM leases WHERE job_id = ?", (job_id,))
+
+    def request_cancel(self, job_id: str) -> bool:
+        """Flag a running job for its owner to cancel (seen at its next heartbeat)."""
+        return self._one("UPDATE leases SET cancel = 1 WHERE job_id = ?", (job_id,))[1] == 1
+
+    def fail_expired(self, error: str) -> list[JobRecord]:
+        """Fail, once, each running job whose lease has expired (its replica died); the
+        checkpointed schedule (schedule_id) stays with it.
+
+        The lease's deletion, conditional on its expiry, is the atomic step: a renewal
+        racing with it either comes first (the delete then matches nothing) or finds no
+        lease (its owner stops); of two replicas reaping at once, one deletes."""
+        now = time.time()
+        failed = []
+        candidates, _ = self._one(
+            "SELECT jobs.id, leases.job_id FROM jobs LEFT JOIN leases ON leases.job_id = "
+            "jobs.id WHERE jobs.status = 'running' AND (leases.expires IS NULL OR "
+            "leases.expires < ?)", (now,))
+        for job_id, leased in candidates:
+            with self._session(transaction=True) as run:
+                if leased is not None and run("DELETE FROM leases WHERE job_id = ? AND "
+                                              "expires < ?", (job_id, now))[1] != 1:
+                    continue  # renewed meanwhile, or reaped by another replica
+                if run("UPDATE jobs SET status = 'failed', error = ?, updated = ?, ends = "
+                       "ends + 1 WHERE id = ? AND status = 'running' AND NOT EXISTS "
+                       "(SELECT 1 FROM leases WHERE job_id = ?)",
+                       (error, now, job_id, job_id))[1] == 1:
+                    failed.append(job_id)
+        return [job for job in map(self.get_job, failed) if job is not None]
+
+    # Retention.
+
+    def prune(self, max_age_s: float, max_bytes: int) -> int:
+        """Delete stored schedules and views older than `max_age_s`, then the oldest
+        until their bodies total at most `max_bytes`, and finished jobs older than
+        `max_age_s`; a queued or running job's checkpoint is kept. Returns the number of
+        schedules and views deleted."""
+        cutoff = time.time() - max_age_s
+        active = ("id NOT IN (SELECT schedule_id FROM jobs WHERE schedule_id IS NOT NULL "
+                  "AND status IN ('queued', 'running'))")
+        removed = self._one(f"DELETE FROM schedules WHERE created < ? AND {active}",
+                            (cutoff,))[1]
+        self._one("DELETE FROM jobs WHERE status IN ('done', 'failed', 'cancelled') AND "
+                  "updated < ?", (cutoff,))
+        rows, _ = self._one(f"SELECT id, LENGTH(body) FROM schedules WHERE {active} "
+                            "ORDER BY created DESC, id")
+        total, over = 0, []
+        for schedule_id, size in rows:
+            total += int(size)
+            if total > max_bytes:
+                over.append(schedule_id)
+        for start in range(0, len(over), 500):
+            batch = over[start:start + 500]
+            marks = ", ".join("?" * len(batch))
+            removed += self._one(f"DELETE FROM schedules WHERE id IN ({marks})", batch)[1]
+        return max(removed, 0)
+
+
+class SqliteStore(Store):
+    """The embedded store: one SQLite file, one connection serialised by a lock."""
 
     def __init__(self, path: Path) -> None:
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.description = f"SQLite {path}"
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._db.execute("PRAGMA busy_timeout=10000")
         self._lock = threading.Lock()
+        with self._session(transaction=True) as run:
+            for statement in SCHEMA:
+                run(statement, ())
+            columns = {row[1] for row in run("PRAGMA table_info(jobs)", ())[0]}
+            if "ends" not in columns:  # a store written by an older version
+                run("ALTER TABLE jobs ADD COLUMN ends INTEGER NOT NULL DEFAULT 0", ())
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def ping(self) -> bool:
-        with self._lock:
-            return self._db.execute("SELECT 1").fetchone() == (1,)
-
-    # Schedules.
-
-    def get_schedule(self, schedule_id: str) -> str | None:
-        with self._lock:
-            row = self._db.execute("SELECT body FROM schedules WHERE id = ?",
-                                   (schedule_id,)).fetchone()
-        return row[0] if row else None
-
-    def put_schedule(self, schedule_id: str, body: str) -> None:
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO schedules VALUES (?, ?, ?)",
-                             (schedule_id, body, time.time()))
-
-    # Jobs.
-
-    def add_job(self, job_id: str, request: dict[str, Any], request_key: str) -> JobRecord:
-        now = time.time()
-        with self._lock:
-            self._db.execute("INSERT INTO jobs VALUES (?, 'queued', ?, ?, NULL, NULL, NULL, "
-                             "?, ?)", (job_id, json.dumps(request), request_key, now, now))
-        job = self.get_job(job_id)
-        assert job is not None
-        return job
-
-    def get_job(self, job_id: str) -> JobRecord | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return _job(row) if row else None
-
-    def jobs_with_status(self, *statuses: str) -> list[JobRecord]:
-        marks = ", ".join("?" * len(statuses))
-        with self._lock:
-            rows = self._db.execute(f"SELECT * FROM jobs WHERE status IN ({marks}) "
-                                    "ORDER BY created", statuses).fetchall()
-        return [_job(row) for row in rows]
-
-    def active_job_for(self, request_key: str) -> JobRecord | None:
-        """A queued or running job for the same request, if any."""
-        with self._lock:
-            row = self._db.execute("SELECT * FROM jobs WHERE request_key = ? AND status IN "
-                                   "('queued', 'running') ORDER BY created LIMIT 1",
-                                   (request_key,)).fetchone()
-        return _job(row) if row else None
-
-    def update_job(self, job_id: str, **fields: Any) -> None:
-        """Set some of status, progress, schedule_id, error."""
-        allowed = {"status", "progress", "schedule_id", "error"}
-        assert set(fields) <= allowed, f"unknown job fields {set(fields) - allowed}"
-        if "status" in fields:
-            assert fields["status"] in JOB_STATUSES
-        if "progress" in fields:
-            fields["progress"] = json.dumps(fields["progress"])
-        columns = ", ".join(f"{name} = ?" for name in fields)
-        with self._lock:
-            self._db.execute(f"UPDATE jobs SET {columns}, updated = ? WHERE id = ?",
-                             (*fields.values(), time.time(), job_id))
-
-    # Leases: a running job belongs to the replica (owner) whose lease on it is current.
-
-    def claim_job(self, job_id: str, owner: str, lease_s: float) -> bool:
-        """Move a queued job to running under `owner`'s lease; False if another replica
-        (or a cancel) got to it first."""
-        now = time.time()
-        with self._lock, self._transaction():
-            claimed = self._db.execute(
-                "UPDATE jobs SET status = 'running', updated = ? WHERE id = ? AND "
-                "status = 'queued'", (now, job_id)).rowcount == 1
-            if claimed:
-                self._db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, 0)",
-                                 (job_id, owner, now + lease_s))
-        return claimed
-
-    def renew_lease(self, job_id: str, owner: str, lease_s: float) -> tuple[bool, bool]:
-        """(whether `owner` still holds the job, whether a cancel was asked for it)."""
-        with self._lock:
-            held = self._db.execute("UPDATE leases SET expires = ? WHERE job_id = ? AND "
-                                    "owner = ?", (time.time() + lease_s, job_id,
-                                                  owner)).rowcount == 1
-            row = self._db.execute("SELECT cancel FROM leases WHERE job_id = ?",
-                                   (job_id,)).fetchone()
-        return held, bool(row and row[0])
-
-    def drop_lease(self, job_id: str) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM leases WHERE job_id = ?", (job_id,))
-
-    def request_cancel(self, job_id: str) -> bool:
-        """Flag a running job for its owner to cancel (seen at its next heartbeat)."""
-        with self._lock:
-            return self._db.execute("UPDATE leases SET cancel = 1 WHERE job_id = ?",
-                                    (job_id,)).rowcount == 1
-
-    def fail_expired(self, error: str) -> list[JobRecord]:
-        """Fail, once, each running job whose lease has expired (its replica died); the
-        checkpointed schedule (schedule_id) stays with it."""
-        now = time.time()
-        with self._lock, self._transaction():
-            ids = [row[0] for row in self._db.execute(
-                "SELECT jobs.id FROM jobs LEFT JOIN leases ON leases.job_id = jobs.id "
-                "WHERE jobs.status = 'running' AND (leases.expires IS NULL OR "
-                "leases.expires < ?)", (now,)).fetchall()]
-            for job_id in ids:
-                self._db.execute("UPDATE jobs SET status = 'failed', error = ?, updated = ? "
-                                 "WHERE id = ? AND status = 'running'", (error, now, job_id))
-                self._db.execute("DELETE FROM leases WHERE job_id = ?", (job_id,))
-        return [job for job in map(self.get_job, ids) if job is not None]
-
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        # BEGIN IMMEDIATE takes the write lock at once: two replicas cannot both claim.
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _session(self, transaction: bool = False) -> Iterator[Run]:
+        def run(sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
+            cursor = self._db.execute(sql, tuple(params))
+            return cursor.fetchall(), cursor.rowcount
 
-    def count_jobs(self, status: str) -> int:
         with self._lock:
-            (count,) = self._db.execute("SELECT COUNT(*) FROM jobs WHERE status = ?",
-                                        (status,)).fetchone()
-        return int(count)
+            if not transaction:
+                yield run
+                return
+            # BEGIN IMMEDIATE takes the write lock at once: two replicas cannot both claim.
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield run
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
 
-def _job(row: tuple[Any, ...]) -> JobRecord:
-    job_id, status, request, key, progress, schedule_id, error, created, updated = row
+def open_store(settings: Settings) -> Store:
+    """PostgreSQL when `database_url` is set, else the SQLite file at `db_path`.
+
+    Raises:
+        StoreSettingError: `database_url` is not a postgresql:// URL.
+    """
+    url = settings.database_url
+    if not url:
+        return SqliteStore(settings.db_path)
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise StoreSettingError(f"PPSCHED_DATABASE_URL: {url.split(':', 1)[0]!r} is not a "
+                                "database this service can use; accepted: a "
+                                "postgresql://user@host:port/dbname URL, or unset for SQLite")
+    from api.service.store_pg import PostgresStore
+
+    return PostgresStore(url)
+
+
+def _job(row: Sequence[Any]) -> JobRecord:
+    job_id, status, request, key, progress, schedule_id, error, created, updated = row[:9]
     return JobRecord(job_id, status, json.loads(request), key,
                      json.loads(progress) if progress else None, schedule_id, error,
-                     created, updated)
+                     float(created), float(updated))

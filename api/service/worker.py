@@ -7,6 +7,8 @@ so far, which the job hands back as its result.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -35,10 +37,77 @@ def watch_parent(interval_s: float = 1.0) -> None:
     threading.Thread(target=_watch, name="watch-parent", daemon=True).start()
 
 
+def serve_calls(conn: Connection) -> None:
+    """A pool worker's life: run each (function, args) the pipe brings and send back
+    ("ok", result) or ("error", exception); end at None or when the service is gone."""
+    watch_parent()
+    while True:
+        try:
+            call = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        if call is None:
+            return
+        fn, args = call
+        try:
+            reply: tuple[str, Any] = ("ok", fn(*args))
+        except Exception as exc:  # handed to the caller, which raises it there
+            reply = ("error", exc)
+        try:
+            conn.send(reply)
+        except Exception as exc:  # an exception that does not pickle
+            conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def solve_body(spec: dict[str, Any], key: str, cpsat_workers: int) -> tuple[str, Any, str]:
+    """Solve one request into the final response body, so that the service's event loop
+    never parses or serialises a schedule: ("ok", body, solver status) with the body the
+    schedule JSON of DESIGN.md section 4 plus its id and links; or ("profile_error",
+    (field, value, accepted), "") or ("invalid", message, "") for what the solver refuses
+    (exceptions with their own arguments do not cross processes whole)."""
+    outcome, payload = solve_json(spec, cpsat_workers)
+    if outcome != "ok":
+        return outcome, payload, ""
+    schedule = json.loads(payload)
+    status = str((schedule.get("solver") or {}).get("status", "unknown"))
+    return "ok", body_with_links(schedule, key), status
+
+
+def body_with_links(schedule: dict[str, Any], schedule_id: str) -> str:
+    """The stored body: the schedule JSON with its id and links at the top."""
+    return json.dumps({"id": schedule_id, "links": schedule_links(schedule_id), **schedule},
+                      separators=(",", ":"))
+
+
+def schedule_links(schedule_id: str) -> dict[str, str]:
+    base = f"/v1/schedules/{schedule_id}"
+    return {"self": base, "svg": f"{base}.svg", "csv": f"{base}.csv", "trace": f"{base}/trace"}
+
+
+VIEWS = ("svg", "csv", "trace")
+
+
+def render_view(body: str, kind: str) -> str:
+    """A stored schedule body drawn as `kind` (svg, csv or trace), in a worker process:
+    drawing 10^5 ops takes seconds and would hold the service's GIL."""
+    from solver.render.svg import render_svg
+    from solver.render.torch_csv import render_torch_csv
+    from solver.render.trace import render_trace
+    from solver.schedule import parse_schedule
+
+    schedule = parse_schedule(json.loads(body))
+    if kind == "svg":
+        return render_svg(schedule)
+    if kind == "csv":
+        return render_torch_csv(schedule)
+    assert kind == "trace", kind
+    return json.dumps(render_trace(schedule))
+
+
 def solve_json(spec: dict[str, Any], cpsat_workers: int) -> tuple[str, Any]:
     """Solve one request: ("ok", schedule JSON of DESIGN.md section 4), or
     ("profile_error", (field, value, accepted)) or ("invalid", message) for what the
-    solver refuses (exceptions with their own arguments do not cross processes whole)."""
+    solver refuses."""
     try:
         profile = parse_profile(spec["profile"])
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
@@ -61,10 +130,35 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, int | float | str | list | dict | None) else repr(value)
 
 
-def run_job(conn: Connection, spec: dict[str, Any], cpsat_workers: int) -> None:
-    """A job's process: sends ("incumbent", json) when the heuristic's schedule is known
-    (ilp only), ("progress", (s, best, bound)) at each improvement, then ("done", json)
-    or ("error", message)."""
+def content_id(schedule_json: str) -> str:
+    """The id of a schedule that answers no request (a cancelled job's best, a simulated
+    schedule): the hash of its own content."""
+    return "s" + hashlib.sha256(schedule_json.encode()).hexdigest()[:31]
+
+
+JobResult = tuple[str, str, str, str, float | None, float | None]
+"""(body under the request's key, content id, body under it, status, objective, bound)."""
+
+
+def job_result(schedule_json: str, key: str) -> JobResult:
+    """What a job's process hands back for a schedule, ready to store, so the service
+    never parses it: (body under the request's key, its content id, body under that id,
+    solver status, objective, bound). The body under the key answers the request (a
+    finished job); the one under the content id answers nothing (a checkpoint, a
+    cancelled job's best)."""
+    schedule = json.loads(schedule_json)
+    solver = schedule.get("solver") or {}
+    cid = content_id(schedule_json)
+    objective = float(solver["objective"]) if solver else None
+    bound = float(solver["bound"]) if solver else None
+    return (body_with_links(schedule, key), cid, body_with_links(schedule, cid),
+            str(solver.get("status", "unknown")), objective, bound)
+
+
+def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int) -> None:
+    """A job's process: sends ("incumbent", job_result) when the heuristic's schedule is
+    known (ilp only), ("progress", (s, best, bound)) at each improvement, then ("done",
+    job_result) or ("error", message)."""
     watch_parent()
     began = time.perf_counter()
     try:
@@ -72,7 +166,7 @@ def run_job(conn: Connection, spec: dict[str, Any], cpsat_workers: int) -> None:
         if spec["method"] == ILP:
             # The exact search starts from the heuristic: its schedule is the best so far.
             start = solve(profile, "heuristic", spec["objective"], layouts=_layouts(spec))
-            conn.send(("incumbent", start.model_dump_json()))
+            conn.send(("incumbent", job_result(start.model_dump_json(), key)))
 
         def progress(point: tuple[float, float, float]) -> None:
             conn.send(("progress", (time.perf_counter() - began, point[1], point[2])))
@@ -82,7 +176,7 @@ def run_job(conn: Connection, spec: dict[str, Any], cpsat_workers: int) -> None:
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
                          on_progress=progress if spec["method"] == ILP else None,
                          layouts=_layouts(spec))
-        conn.send(("done", schedule.model_dump_json()))
+        conn.send(("done", job_result(schedule.model_dump_json(), key)))
     except (ProfileError, ScheduleInvalid) as exc:
         conn.send(("error", str(exc)))
     except KeyboardInterrupt:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.service.deps import ServiceState, State
 from api.service.errors import NotFound
+from api.service.flight import unless_disconnected
 from api.service.schemas import (
     EXAMPLE_PROFILE,
     ErrorBody,
@@ -19,13 +18,9 @@ from api.service.schemas import (
     ScheduleRequest,
     ScheduleResult,
 )
-from api.service.solving import SolveSpec, is_synchronous, spec_from_request, with_links
-from api.service.worker import solve_json
+from api.service.solving import SolveSpec, is_synchronous, spec_from_request
+from api.service.worker import render_view, solve_body
 from solver.errors import ProfileError, SolverError
-from solver.render.svg import render_svg
-from solver.render.torch_csv import render_torch_csv
-from solver.render.trace import render_trace
-from solver.schedule import Schedule, parse_schedule
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 
@@ -62,7 +57,7 @@ _REQUEST_EXAMPLES = {
     openapi_extra={"requestBody": {"content": {"application/json": {
         "examples": _REQUEST_EXAMPLES}}}},
 )
-async def create_schedule(request: ScheduleRequest, state: State) -> Response:
+async def create_schedule(request: ScheduleRequest, state: State, http: Request) -> Response:
     """Solve `profile` with `method`. A repeated request is answered from the store; a
     request over the synchronous budget (more ops than PPSCHED_MAX_SYNC_OPS, or an ilp
     time limit over the ceiling) becomes a job (202, Location: /v1/jobs/{id})."""
@@ -77,14 +72,20 @@ async def create_schedule(request: ScheduleRequest, state: State) -> Response:
         link = f"/v1/jobs/{job.id}"
         body = {"id": job.id, "status": job.status, "links": {"self": link}}
         return JSONResponse(body, status_code=202, headers={"Location": link})
-    body_text = await solve_now(state, spec)
+    body_text = await unless_disconnected(http, solve_now(state, spec))
     return Response(body_text, media_type="application/json", headers={"X-Cache": "miss"})
 
 
 async def solve_now(state: ServiceState, spec: SolveSpec) -> str:
-    """Solve in the worker pool, store the result under the request's key, count it."""
-    outcome, payload = await state.pool.run(solve_json, spec.to_dict(),
-                                            state.settings.cpsat_workers)
+    """Solve in the worker pool (identical concurrent requests share one solve), store
+    the result under the request's key, count it. The worker returns the final body: the
+    event loop only moves its bytes."""
+    return await state.flights.run(spec.key, lambda: _solve_and_store(state, spec))
+
+
+async def _solve_and_store(state: ServiceState, spec: SolveSpec) -> str:
+    outcome, payload, status = await state.pool.run(solve_body, spec.to_dict(), spec.key,
+                                                    state.settings.cpsat_workers)
     if outcome == "profile_error":
         state.metrics.solves.labels(spec.method, "rejected").inc()
         field, value, accepted = payload
@@ -92,11 +93,9 @@ async def solve_now(state: ServiceState, spec: SolveSpec) -> str:
     if outcome != "ok":
         state.metrics.solves.labels(spec.method, "error").inc()
         raise SolverError(f"the solver made an invalid schedule (a bug): {payload}")
-    body = with_links(payload, spec.key)
-    state.store.put_schedule(spec.key, body)
-    status = json.loads(payload).get("solver", {}).get("status", "unknown")
+    await asyncio.to_thread(state.store.put_schedule, spec.key, payload)
     state.metrics.solves.labels(spec.method, status).inc()
-    return body
+    return str(payload)
 
 
 @router.get("/{schedule_id}.svg", summary="The schedule as an SVG Gantt chart",
@@ -104,7 +103,7 @@ async def solve_now(state: ServiceState, spec: SolveSpec) -> str:
             responses={200: {"content": {"image/svg+xml": {}}}, 404: {"model": ErrorBody}})
 async def schedule_svg(schedule_id: ScheduleId, state: State) -> Response:
     """One row per rank, one box per op, coloured by kind."""
-    text = await _view(state, schedule_id, render_svg)
+    text = await _view(state, schedule_id, "svg")
     return Response(text, media_type="image/svg+xml")
 
 
@@ -115,7 +114,7 @@ async def schedule_svg(schedule_id: ScheduleId, state: State) -> Response:
 async def schedule_csv(schedule_id: ScheduleId, state: State) -> Response:
     """One line per rank (`0F3`; our B written I, our BW written B), as torch's
     `_load_csv` reads it."""
-    text = await _view(state, schedule_id, render_torch_csv)
+    text = await _view(state, schedule_id, "csv")
     return Response(text, media_type="text/csv")
 
 
@@ -123,7 +122,7 @@ async def schedule_csv(schedule_id: ScheduleId, state: State) -> Response:
             responses={200: {"content": {"application/json": {}}}, 404: {"model": ErrorBody}})
 async def schedule_trace(schedule_id: ScheduleId, state: State) -> Response:
     """One track per rank with the ops' real durations (open in ui.perfetto.dev)."""
-    text = await _view(state, schedule_id, lambda s: json.dumps(render_trace(s)))
+    text = await _view(state, schedule_id, "trace")
     return Response(text, media_type="application/json")
 
 
@@ -141,9 +140,19 @@ def _stored(state: ServiceState, schedule_id: str) -> str:
     return body
 
 
-async def _view(state: ServiceState, schedule_id: str,
-                render: Callable[[Schedule], str]) -> str:
-    body = _stored(state, schedule_id)
-    # Parsing and drawing 10^4 ops takes tens of ms: off the event loop.
-    return await asyncio.to_thread(lambda: render(parse_schedule(json.loads(body))))
+async def _view(state: ServiceState, schedule_id: str, kind: str) -> str:
+    """A view drawn once, in a worker process, and kept in the store beside its schedule
+    (id ``<schedule id>.<kind>``, which no schedule id can be); concurrent requests for
+    it share the drawing."""
+    view_id = f"{schedule_id}.{kind}"
+    cached = await asyncio.to_thread(state.store.get_schedule, view_id)
+    if cached is not None:
+        return cached
 
+    async def draw() -> str:
+        body = await asyncio.to_thread(_stored, state, schedule_id)
+        text = await state.pool.run(render_view, body, kind)
+        await asyncio.to_thread(state.store.put_schedule, view_id, text)
+        return text
+
+    return await state.flights.run(view_id, draw)

@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.service.postgres import postgres  # noqa: F401  (a session fixture)
+
 REPO = Path(__file__).resolve().parents[3]
 PROFILES = REPO / "profiles"
 

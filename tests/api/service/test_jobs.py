@@ -147,3 +147,16 @@ def test_two_replicas_share_jobs_and_cancel_through_either(start_server: Any) ->
     quick = first.client.post("/v1/jobs", json={"profile": EASY, "method": "zb-h1"}).json()
     done = wait_for_job(second.client, quick["id"], ("done", "failed"))
     assert done["status"] == "done" and done["error"] is None
+
+
+def test_the_op_budget_counts_the_default_v_cut(start_server: Any) -> None:
+    # HARD is 3 * 8 * 24 = 576 ops as it is; below 1F1B's memory the heuristic also tries
+    # the V cut (1,152 more), so it is 1,728 ops: over a budget of 1,000, a job.
+    server = start_server(max_sync_ops=1000)
+    heuristic = server.client.post("/v1/schedules", json={"profile": HARD})
+    assert heuristic.status_code == 202, heuristic.text
+    # Without the memory limit it tries no other layout: 576 ops, answered at once.
+    free = server.client.post("/v1/schedules", json={"profile": {**HARD, "memory_limit": None}})
+    assert free.status_code == 200, free.text
+    done = wait_for_job(server.client, heuristic.json()["id"], ("done", "failed"))
+    assert done["status"] == "done", done

@@ -30,6 +30,11 @@ def test_full_pool_answers_503_then_recovers(start_server: Any) -> None:
     assert time.monotonic() - began < 2  # refused at once, never hangs
     assert_error(busy, 503, None, "solver pool is full", "retry in 2 s")
     assert busy.headers["retry-after"] == "2"
+    # Refused before parsing: a body that is not even JSON gets the 503, not a 422.
+    unread = server.client.post("/v1/schedules", content=b"{not json",
+                                headers={"content-type": "application/json"})
+    assert_error(unread, 503, None, "solver pool is full")
+    assert server.client.get("/healthz").status_code == 200  # the rest still answers
     worker.join(timeout=60)
     assert results[0].status_code == 200
     recovered = server.client.post("/v1/schedules", json={"profile": EASY, "method": "1f1b"})

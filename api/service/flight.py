@@ -1,0 +1,79 @@
+"""Single-flight: concurrent calls for the same key share one piece of work (32
+identical new requests make one solve, eight requests for one view draw it once). The
+work is cancelled when the last caller waiting for it goes away (a client disconnect)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from starlette.requests import Request
+
+from api.service.errors import ClientGone
+
+T = TypeVar("T")
+
+
+class SingleFlight(Generic[T]):
+    """At most one running task per key; every caller for that key awaits it."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[T]] = {}
+        self._waiters: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def run(self, key: str, work: Callable[[], Awaitable[T]]) -> T:
+        """`await work()`, or join the call already running for `key`.
+
+        A caller that goes away does not cancel the shared task while others wait for it
+        (`shield`); the last one to go cancels it."""
+        task = self._tasks.get(key)
+        if task is None:
+            task = asyncio.ensure_future(work())
+            self._tasks[key] = task
+            task.add_done_callback(lambda done: self._forget(key, done))
+        self._waiters[key] = self._waiters.get(key, 0) + 1
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if self._waiters.get(key) == 1 and not task.done():
+                task.cancel()
+            raise
+        finally:
+            self._waiters[key] -= 1
+            if not self._waiters[key]:
+                del self._waiters[key]
+
+    def _forget(self, key: str, task: asyncio.Task[T]) -> None:
+        if self._tasks.get(key) is task:
+            del self._tasks[key]
+        if not task.cancelled():
+            task.exception()  # retrieved: a failure nobody awaited is not logged as lost
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """`await work`, cancelling it if the client disconnects first.
+
+    Raises:
+        ClientGone: the client went away (nobody reads the answer)."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        # The body is read: the next message the server has for us is the disconnect.
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done() and not watcher.done():  # we were cancelled ourselves
+            task.cancel()
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise ClientGone("the client closed the connection; its work was cancelled")
