@@ -21,7 +21,6 @@ import platform
 from pathlib import Path
 
 from solver.offload_sizing import with_offload
-
 from solver.policies import count_policies
 from solver.profile import Profile, load_profile, parse_profile
 from solver.schedule import Schedule

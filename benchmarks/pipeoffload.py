@@ -32,9 +32,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from solver.offload_sizing import with_offload
-
 from solver.errors import ProfileError
+from solver.offload_sizing import with_offload
 from solver.policies import OFFLOAD, count_policies, keep_only, lives, with_policies
 from solver.profile import Profile, parse_profile
 from solver.simulator import simulate, validate

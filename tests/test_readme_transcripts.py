@@ -95,8 +95,8 @@ def _outside_result_blocks(text: str) -> str:
 
 _FENCED = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 _INLINE_CODE = re.compile(r"`[^`]*`")  # may wrap over a line end
-# "DESIGN.md section 6.1", "(DESIGN.md 6.5)": references to the design, not figures.
-_SECTION = re.compile(r"(DESIGN\.md|section)\s+(section\s+)?\d+(\.\d+)*")
+# "DESIGN.md section 6.1", "(DESIGN.md 6.5)", "arXiv 2503.01328": references, not figures.
+_SECTION = re.compile(r"(DESIGN\.md|section|arXiv)\s+(section\s+)?\d+(\.\d+)*")
 
 
 def _figures(text: str) -> list[tuple[str, str]]:
