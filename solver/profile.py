@@ -358,6 +358,18 @@ class Problem:
                        _t_w_mb=permute(self.t_w_mb), _t_comm_mb=permute(self.t_comm_mb),
                        _m_b_mb=permute(self.m_b_mb), _m_w_mb=permute(self.m_w_mb))
 
+    def for_decisions(self) -> Problem:
+        """A problem with alike microbatches on which an algorithm that reads one value
+        per stage can decide an order for this one: the mean times and latencies, and
+        each stage's largest m_b and m_w. Each microbatch then holds at most what the
+        decisions assumed at every point of an order, so an order within its memory
+        limit here is within it on this problem too."""
+        if self.uniform_microbatches:
+            return self
+        return replace(self, m_b=tuple(max(row) for row in self.m_b_mb),
+                       m_w=tuple(max(row) for row in self.m_w_mb), _t_f_mb=(),
+                       _t_b_mb=(), _t_w_mb=(), _t_comm_mb=(), _m_b_mb=(), _m_w_mb=())
+
     def comm_mb(self, s: int, t: int, j: int) -> float:
         """Latency of microbatch ``j`` between adjacent stages s and t; 0 on one rank."""
         if self.stage_to_rank[s] == self.stage_to_rank[t]:

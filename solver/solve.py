@@ -288,12 +288,20 @@ def heuristic_orders(problem: Problem, objective: str = "cost",
 def _keep_heuristic_orders(problem: Problem, objective: str = "cost",
                            ) -> tuple[Orders, str, float]:
     """`heuristic_orders` with every activation kept (sections 2-4)."""
+    # Unequal microbatches (DESIGN.md 6.2): the searches read one value per stage, so
+    # they decide on `for_decisions` (mean times, each stage's largest memory: an order
+    # that fits there fits here), and the order is timed here.
+    decide = problem.for_decisions()
     if problem.num_chunks == 1:
-        build = zb_heuristic(problem, objective)  # a build times itself as the simulator
+        build = zb_heuristic(decide, objective)  # a build times itself as the simulator
         orders, name, value = build.orders, "zb-heuristic", build.objective(objective)
     else:
-        orders, source, value = greedy_search(problem, objective)
+        orders, source, value = greedy_search(decide, objective)
         name = "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
+    if decide is not problem:
+        metrics = simulate(problem, orders).metrics
+        assert metrics is not None, "an order valid for the decisions is valid here"
+        value = metrics.objective(objective)
     # The improvement step: local search on the order, every move re-timed by the
     # simulator, within a fixed budget of simulated ops.
     improved = improve(problem, orders, objective)
