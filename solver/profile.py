@@ -543,6 +543,14 @@ def _with_policies(problem: Problem, profile: Profile) -> Problem:
         host_limit = tuple(_positive("host_memory_limit", x, i) for i, x in enumerate(host))
     else:
         host_limit = (_positive("host_memory_limit", host, None),) * p
+    offers = [name for name in ("t_r", "m_ckpt", "t_offload", "t_reload")
+              if getattr(profile, name) is not None]
+    if offers and not problem.uniform_microbatches:
+        # The copy lanes and the policy choice read one value per stage (DESIGN.md 6.3
+        # has no per-microbatch form of t_r, t_offload ...): refused, not approximated.
+        raise ProfileError(offers[0], getattr(profile, offers[0]),
+                           "null with unequal microbatches (DESIGN.md 6.2): activation "
+                           "policies take alike microbatches only, for now")
     zeros = (0.0,) * n
     t_offload = per_stage("t_offload", per_stage("t_reload", zeros))
     return dataclasses.replace(

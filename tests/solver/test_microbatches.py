@@ -273,3 +273,10 @@ def test_the_heuristic_fits_a_limit_that_binds_on_unequal_memory(layouts: str) -
     assert schedule.metrics is not None
     assert max(schedule.metrics.peak_memory) <= 8.0 + 1e-9
     assert simulate(schedule.problem(), schedule.orders()).ok
+
+
+def test_activation_policies_with_unequal_microbatches_are_refused_by_name() -> None:
+    with pytest.raises(ProfileError, match="t_offload"):
+        parse_profile({"num_ranks": 2, "num_microbatches": 2, "t_f": 1, "t_b": 1, "t_w": 1,
+                       "m_b": 1, "m_w": 0.5, "t_offload": 0.5,
+                       "microbatches": [{"scale": 2}, {}]})
