@@ -120,6 +120,9 @@ def fit_quadratic(points: Sequence[tuple[float, float]]) -> Quadratic:
     if len({s for s, _ in points}) < 2:
         raise CostModelError("points", list(points), "profiled (tokens, time) points at "
                              "2 or more different lengths")
+    if any(s > 1e12 or t > 1e30 for s, t in points):
+        raise CostModelError("points", list(points)[:3], "tokens <= 1e12 and times <= 1e30 "
+                             "(their fourth powers must stay finite)")
     # Normal equations of min sum (a s^2 + b s - t)^2.
     s4 = math.fsum(s ** 4 for s, _ in points)
     s3 = math.fsum(s ** 3 for s, _ in points)

@@ -11,6 +11,9 @@ from typing import Any
 
 from solver.errors import ProfileError
 
+# Larger counts lose precision as floats (2**53); no real sample comes near.
+MAX_TOKENS = 10**12
+
 
 class LengthsError(ProfileError):
     """Sample lengths that cannot be used (the field or line, the value, what is accepted)."""
@@ -23,8 +26,9 @@ def check_lengths(values: Sequence[Any], field: str = "lengths") -> list[int]:
     lengths = []
     for i, x in enumerate(values):
         if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) \
-                or x != int(x) or x < 1:
-            raise LengthsError(f"{field}[{i}]", x, "a whole number of tokens >= 1")
+                or x != int(x) or not 1 <= x <= MAX_TOKENS:
+            raise LengthsError(f"{field}[{i}]", x, f"a whole number of tokens from 1 to "
+                               f"{MAX_TOKENS:.0e}")
         lengths.append(int(x))
     return lengths
 

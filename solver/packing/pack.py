@@ -20,7 +20,7 @@ from typing import Any
 
 from solver.errors import ProfileError
 from solver.packing.cost import CostModel
-from solver.packing.lengths import check_lengths
+from solver.packing.lengths import MAX_TOKENS, check_lengths
 from solver.packing.partition import (
     Bins,
     balanced_partition,
@@ -62,8 +62,10 @@ class PackSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lengths", tuple(check_lengths(self.lengths)))
-        if isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1:
-            raise PackingError("cap", self.cap, "a whole number of tokens >= 1")
+        if isinstance(self.cap, bool) or not isinstance(self.cap, int) \
+                or not 1 <= self.cap <= MAX_TOKENS:
+            raise PackingError("cap", self.cap, f"a whole number of tokens from 1 to "
+                               f"{MAX_TOKENS:.0e}")
         if isinstance(self.num_replicas, bool) or not isinstance(self.num_replicas, int) \
                 or self.num_replicas < 1:
             raise PackingError("replicas", self.num_replicas, "an integer >= 1")
@@ -93,8 +95,10 @@ class PackSpec:
                                    "microbatch")
             object.__setattr__(self, "microbatches", counts)
         ref = self.reference_tokens
-        if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int) or ref < 1):
-            raise PackingError("reference_tokens", ref, "a whole number of tokens >= 1")
+        if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int)
+                                or not 1 <= ref <= MAX_TOKENS):
+            raise PackingError("reference_tokens", ref, f"a whole number of tokens from 1 "
+                               f"to {MAX_TOKENS:.0e}")
 
     @property
     def reference(self) -> int:
