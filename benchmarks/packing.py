@@ -22,14 +22,18 @@ of one 32768-token sample, so every microbatch (at most the cap) scales down fro
 
 Lengths: ``lognormal`` (mu = ln 1000, sigma = 1.2, clipped to [16, 32768]: median about
 1,000 tokens, mean about 2,000, a tail to 32k) like post-training data; ``uniform``
-[16, 4096] as the control. Writes ``benchmarks/results/packing.md`` with the load
-average before and after.
+[16, 4096] as the control; ``chitchat``, real conversation lengths shipped by the PyPI
+package ``chitchat-dataset`` (the ``bench`` extra; median about 60 tokens, mean about
+440, longest about 29k), skipped when it is not installed. Writes
+``benchmarks/results/packing.md`` with the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -53,9 +57,35 @@ CAP = 32768
 HIDDEN = 2304
 COST = CostModel(forward=Quadratic(1.0 / (6 * HIDDEN), 1.0), memory_per_token=1.0)
 FILL = 0.85
+CHARS_PER_TOKEN = 4  # the usual estimate for English text
+
+
+@functools.cache
+def chitchat_lengths() -> tuple[int, ...]:
+    """Real conversation lengths: the Chit Chat Challenge dataset that the PyPI package
+    ``chitchat-dataset`` ships (7,168 conversations, MIT), each conversation's text in
+    tokens estimated as characters / 4, clipped to [16, 32768]. Empty without the
+    package (the ``bench`` extra)."""
+    try:
+        from chitchat_dataset import Dataset
+    except ImportError:
+        return ()
+    lengths = []
+    for conversation in Dataset().values():
+        chars = sum(len(u["text"]) + 1 for m in conversation["messages"] for u in m)
+        lengths.append(min(MAX_TOKENS, max(MIN_TOKENS, round(chars / CHARS_PER_TOKEN))))
+    return tuple(lengths)
+
+
+def chitchat(count: int, seed: int) -> list[int]:
+    """`count` conversations drawn with replacement from `chitchat_lengths`."""
+    return random.Random(seed).choices(chitchat_lengths(), k=count)
+
+
 DISTRIBUTIONS: dict[str, Callable[[int, int], list[int]]] = {
     "lognormal": lambda count, seed: lognormal(count, seed),
     "uniform": lambda count, seed: uniform(count, seed),
+    "chitchat": chitchat,
 }
 
 
@@ -115,8 +145,9 @@ def _fmt(values: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=20)
-    parser.add_argument("--uniform-draws", type=int, default=None,
-                        help="draws of the uniform control (default: --draws)")
+    parser.add_argument("--control-draws", type=int, default=None,
+                        help="draws of the uniform control and the real distribution "
+                        "(default: --draws)")
     parser.add_argument("--ranks", default="4,8,16")
     parser.add_argument("--replicas", default="2,4,8")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
@@ -131,8 +162,12 @@ def main(argv: list[str] | None = None) -> int:
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     everything: dict[str, list[float]] = {"1f1b": [], "zb": []}
     for distribution in DISTRIBUTIONS:
+        if distribution == "chitchat" and not chitchat_lengths():
+            print("chitchat-dataset is not installed (pip install 'ppsched[bench]'): "
+                  "skipping the real distribution", flush=True)
+            continue
         draws = args.draws if distribution == "lognormal" else \
-            (args.uniform_draws or args.draws)
+            (args.control_draws or args.draws)
         for p in ranks:
             for replicas in replica_counts:
                 cases = [run_case(distribution, seed, p, replicas) for seed in range(draws)]
@@ -155,12 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - began
     text = "\n".join([
         f"Command: `python -m benchmarks.packing --draws {args.draws}"
-        + (f" --uniform-draws {args.uniform_draws}" if args.uniform_draws else "")
+        + (f" --control-draws {args.control_draws}" if args.control_draws else "")
         + f" --ranks {args.ranks} --replicas {args.replicas}`; {wall:.0f} s; load average "
         f"{load_before[0]:.2f} before, {load_after[0]:.2f} after.",
         "",
         f"Lengths: lognormal mu = ln 1000 ({LOGNORMAL_MU:.3f}), sigma = {LOGNORMAL_SIGMA}, "
-        f"clipped to [{MIN_TOKENS}, {MAX_TOKENS}]; uniform [{MIN_TOKENS}, 4096] (control). "
+        f"clipped to [{MIN_TOKENS}, {MAX_TOKENS}]; uniform [{MIN_TOKENS}, 4096] (control); "
+        f"chitchat: the {len(chitchat_lengths())} real conversations of the PyPI package "
+        "chitchat-dataset 0.9.0 (MIT), tokens estimated as characters / 4, clipped alike, "
+        "drawn with replacement. "
         f"Cap {CAP} tokens per microbatch; samples fill {FILL:.0%} of R * 2p microbatches. "
         f"Cost a*s^2 + b*s per sample with a/b = 1/(6*{HIDDEN}); base times: the Zero "
         "Bubble paper's 1.5B stage (18.5 / 18.1 / 9.3 / 0.6 ms) for one 32k-token sample. "
