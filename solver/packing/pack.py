@@ -202,14 +202,18 @@ class PackResult:
 
     @property
     def speedup(self) -> float:
-        """Naive step time over ppsched's (> 1: ppsched's packing is faster)."""
+        """Naive step time over ppsched's (> 1: ppsched's packing is faster); 1 when both
+        are 0 (a profile of zero times)."""
+        if self.packed.step_time <= 0:
+            return 1.0 if self.naive.step_time <= 0 else math.inf
         return self.naive.step_time / self.packed.step_time
 
     def to_dict(self) -> dict[str, Any]:
         return {"num_samples": len(self.spec.lengths), "tokens": sum(self.spec.lengths),
                 "cap": self.spec.cap, "num_replicas": self.spec.num_replicas,
                 "reference_tokens": self.spec.reference, "packed": self.packed.to_dict(),
-                "naive": self.naive.to_dict(), "speedup": self.speedup}
+                "naive": self.naive.to_dict(),
+                "speedup": None if math.isinf(self.speedup) else self.speedup}
 
 
 def pack_samples(lengths: Sequence[int], cost: CostModel, cap: int,

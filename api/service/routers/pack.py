@@ -71,7 +71,8 @@ class PackResponse(BaseModel):
     reference_tokens: int
     packed: dict[str, Any]
     naive: dict[str, Any]
-    speedup: float = Field(description="Naive step time over ppsched's.")
+    speedup: float | None = Field(description="Naive step time over ppsched's (null: "
+                                  "ppsched's is 0 and naive's is not).")
 
 
 def _parse(body: Any) -> PackRequest:
