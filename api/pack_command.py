@@ -92,7 +92,12 @@ def cost_model(cost: str | None, cost_b: str | None, cost_w: str | None,
         if not isinstance(points, list) or not all(
                 isinstance(x, list) and len(x) == 2 for x in points):
             raise ProfileError("fit", fit, "a JSON list of [tokens, time] pairs")
-        forward = fit_quadratic([(float(s), float(t)) for s, t in points])
+        try:
+            pairs = [(float(s), float(t)) for s, t in points]
+        except (TypeError, ValueError):
+            raise ProfileError("fit", fit, "a JSON list of [tokens, time] number pairs") \
+                from None
+        forward = fit_quadratic(pairs, "fit")
     backward = Quadratic(*parse_coefficients(cost_b, "cost_b", 2)) if cost_b else None
     weight = Quadratic(*parse_coefficients(cost_w, "cost_w", 2)) if cost_w else None
     return CostModel(forward=forward, memory_per_token=c, backward=backward, weight=weight)

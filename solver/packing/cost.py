@@ -104,7 +104,7 @@ def parse_coefficients(text: str, field: str, count: int) -> tuple[float, ...]:
     return values
 
 
-def fit_quadratic(points: Sequence[tuple[float, float]]) -> Quadratic:
+def fit_quadratic(points: Sequence[tuple[float, float]], field: str = "points") -> Quadratic:
     """Least-squares ``a, b >= 0`` of ``t = a*s^2 + b*s`` through profiled points ``(s, t)``.
 
     No intercept: a sample of no tokens costs nothing. When the unconstrained fit has a
@@ -116,12 +116,12 @@ def fit_quadratic(points: Sequence[tuple[float, float]]) -> Quadratic:
     """
     for i, (s, t) in enumerate(points):
         if not (math.isfinite(s) and math.isfinite(t) and s > 0 and t >= 0):
-            raise CostModelError(f"points[{i}]", (s, t), "a pair (tokens > 0, time >= 0)")
+            raise CostModelError(f"{field}[{i}]", (s, t), "a pair (tokens > 0, time >= 0)")
     if len({s for s, _ in points}) < 2:
-        raise CostModelError("points", list(points), "profiled (tokens, time) points at "
+        raise CostModelError(field, list(points), "profiled (tokens, time) points at "
                              "2 or more different lengths")
     if any(s > 1e12 or t > 1e30 for s, t in points):
-        raise CostModelError("points", list(points)[:3], "tokens <= 1e12 and times <= 1e30 "
+        raise CostModelError(field, list(points)[:3], "tokens <= 1e12 and times <= 1e30 "
                              "(their fourth powers must stay finite)")
     # Normal equations of min sum (a s^2 + b s - t)^2.
     s4 = math.fsum(s ** 4 for s, _ in points)
@@ -137,5 +137,5 @@ def fit_quadratic(points: Sequence[tuple[float, float]]) -> Quadratic:
     elif b < 0:
         a, b = ts2 / s4, 0.0
     if a == 0 and b == 0:
-        raise CostModelError("points", list(points), "points whose times are not all 0")
+        raise CostModelError(field, list(points), "points whose times are not all 0")
     return Quadratic(a, b)

@@ -51,7 +51,7 @@ class PackRequest(BaseModel):
                                       "(default a=0, b=1, c=1).")
     cost_b: Coefficients | None = Field(None, description="B's own a, b (default: as F).")
     cost_w: Coefficients | None = Field(None, description="W's own a, b (default: as F).")
-    fit: list[tuple[float, float]] | None = Field(
+    fit: list[list[float]] | None = Field(
         None, description="Profiled [tokens, time] points: F's a, b by least squares.")
     reference_tokens: int | None = Field(None, description="Default: the cap.")
     method: str = "heuristic"
@@ -107,7 +107,10 @@ def spec_from_request(request: PackRequest) -> PackSpec:
     cost = request.cost or Coefficients()
     forward = Quadratic(cost.a, cost.b)
     if request.fit is not None:
-        forward = fit_quadratic(request.fit)
+        for i, point in enumerate(request.fit):
+            if len(point) != 2:
+                raise ProfileError(f"fit[{i}]", point, "a pair [tokens, time]")
+        forward = fit_quadratic([(s, t) for s, t in request.fit], "fit")
     counts = request.microbatches
     spec = PackSpec(
         lengths=tuple(request.lengths), cap=request.cap, num_replicas=request.replicas,
