@@ -123,13 +123,25 @@ def step(base: Profile, lengths: Sequence[int], groups: list[Bins], method: str
     return max(costs), (max(costs) - low) / low
 
 
-def run_case(distribution: str, seed: int, p: int, replicas: int) -> dict[str, float]:
+def work_imbalance(lengths: Sequence[int], groups: list[Bins]) -> float:
+    """(max - min) / min over replicas of their summed microbatch costs (cost model: F's
+    time a*s^2 + b*s per sample), before any schedule."""
+    work = [COST.time([lengths[i] for mb in group for i in mb]) for group in groups]
+    return (max(work) - min(work)) / min(work)
+
+
+def run_case(distribution: str, seed: int, p: int, replicas: int, solving: bool
+             ) -> dict[str, float]:
     base = base_profile(p)
     lengths = draw(distribution, seed, int(replicas * 2 * p * CAP * FILL))
     naive = naive_samples(lengths, CAP, replicas)
     count = max(len(g) for g in naive)
     packed = pack_samples(lengths, COST, CAP, [count] * replicas)
-    out: dict[str, float] = {"samples": len(lengths)}
+    out: dict[str, float] = {"samples": len(lengths),
+                             "work-naive": work_imbalance(lengths, naive),
+                             "work-ppsched": work_imbalance(lengths, packed)}
+    if not solving:
+        return out
     for name, groups, method in (("naive-1f1b", naive, "1f1b"),
                                  ("naive-zb", naive, "heuristic"),
                                  ("ppsched-1f1b", packed, "1f1b"),
@@ -140,6 +152,10 @@ def run_case(distribution: str, seed: int, p: int, replicas: int) -> dict[str, f
 
 def _fmt(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} / {min(values):.3f}"
+
+
+def _pct(values: list[float], digits: int = 1) -> str:
+    return f"{100 * statistics.median(values):.{digits}f}% / {100 * max(values):.{digits}f}%"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,10 +172,18 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     ranks = [int(x) for x in args.ranks.split(",")]
     replica_counts = [int(x) for x in args.replicas.split(",")]
-    rows = ["| lengths | p | R | samples (median) | vs naive 1F1B: median / worst "
-            "| vs naive ZB: median / worst | packing alone (1F1B): median / worst "
-            "| imbalance naive ZB: median / max | imbalance ppsched: median / max |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    # Timing a packed replica needs the per-microbatch profile of DESIGN.md 6.2.
+    solving = "microbatches" in Profile.model_fields
+    if solving:
+        rows = ["| lengths | p | R | samples (median) | vs naive 1F1B: median / worst "
+                "| vs naive ZB: median / worst | packing alone (1F1B): median / worst "
+                "| imbalance naive ZB: median / max | imbalance ppsched: median / max "
+                "| work imbalance naive / ppsched (median) |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    else:
+        rows = ["| lengths | p | R | samples (median) | work imbalance naive: median / max "
+                "| work imbalance ppsched: median / max |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
     everything: dict[str, list[float]] = {"1f1b": [], "zb": []}
     for distribution in DISTRIBUTIONS:
         if distribution == "chitchat" and not chitchat_lengths():
@@ -170,7 +194,16 @@ def main(argv: list[str] | None = None) -> int:
             (args.control_draws or args.draws)
         for p in ranks:
             for replicas in replica_counts:
-                cases = [run_case(distribution, seed, p, replicas) for seed in range(draws)]
+                cases = [run_case(distribution, seed, p, replicas, solving)
+                         for seed in range(draws)]
+                head = (f"| {distribution} | {p} | {replicas} | "
+                        f"{statistics.median(c['samples'] for c in cases):.0f} | ")
+                work_naive = [c["work-naive"] for c in cases]
+                work_ours = [c["work-ppsched"] for c in cases]
+                if not solving:
+                    rows.append(head + f"{_pct(work_naive)} | {_pct(work_ours, 4)} |")
+                    print(rows[-1], flush=True)
+                    continue
                 vs_1f1b = [c["naive-1f1b"] / c["ppsched"] for c in cases]
                 vs_zb = [c["naive-zb"] / c["ppsched"] for c in cases]
                 alone = [c["naive-1f1b"] / c["ppsched-1f1b"] for c in cases]
@@ -180,11 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                 naive_imb = [c["naive-zb-imbalance"] for c in cases]
                 ours_imb = [c["ppsched-imbalance"] for c in cases]
                 rows.append(
-                    f"| {distribution} | {p} | {replicas} | "
-                    f"{statistics.median(c['samples'] for c in cases):.0f} | "
-                    f"{_fmt(vs_1f1b)} | {_fmt(vs_zb)} | {_fmt(alone)} | "
-                    f"{100 * statistics.median(naive_imb):.1f}% / {100 * max(naive_imb):.1f}% | "
-                    f"{100 * statistics.median(ours_imb):.2f}% / {100 * max(ours_imb):.2f}% |")
+                    head + f"{_fmt(vs_1f1b)} | {_fmt(vs_zb)} | {_fmt(alone)} | "
+                    f"{_pct(naive_imb)} | {_pct(ours_imb, 2)} | "
+                    f"{100 * statistics.median(work_naive):.1f}% / "
+                    f"{100 * statistics.median(work_ours):.4f}% |")
                 print(rows[-1], flush=True)
     load_after = os.getloadavg()
     wall = time.perf_counter() - began
@@ -207,12 +239,18 @@ def main(argv: list[str] | None = None) -> int:
         "order filled to the cap, dealt in turn. Packing alone = naive 1F1B over ppsched's "
         "packing with 1F1B.",
         "",
+        "Work imbalance: (max - min) / min of the replicas' summed cost-model times, "
+        "before any schedule.",
+        "",
         *rows,
         "",
-        f"Over all lognormal cases ({len(everything['zb'])}): speed-up vs naive 1F1B median "
-        f"{statistics.median(everything['1f1b']):.3f}, worst {min(everything['1f1b']):.3f}; "
-        f"vs naive ZB median {statistics.median(everything['zb']):.3f}, worst "
-        f"{min(everything['zb']):.3f}.",
+        *([f"Over all lognormal cases ({len(everything['zb'])}): speed-up vs naive 1F1B "
+           f"median {statistics.median(everything['1f1b']):.3f}, worst "
+           f"{min(everything['1f1b']):.3f}; vs naive ZB median "
+           f"{statistics.median(everything['zb']):.3f}, worst {min(everything['zb']):.3f}."]
+          if solving else
+          ["Step times not measured: this ppsched has no per-microbatch profile "
+           "(DESIGN.md 6.2) to time a packed replica with."]),
         ""])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "packing.md").write_text(text)
