@@ -14,9 +14,10 @@ from solver.packing.pack import (
     pack,
     pack_samples,
     replica_profile,
+    solve_replicas,
 )
 
 __all__ = ["CostModel", "CostModelError", "LengthsError", "MicrobatchPlan", "PackResult",
            "PackSpec", "Packing", "PackingError", "Quadratic", "ReplicaPlan",
            "check_lengths", "fit_quadratic", "naive_samples", "pack", "pack_samples",
-           "read_lengths", "replica_profile"]
+           "read_lengths", "replica_profile", "solve_replicas"]

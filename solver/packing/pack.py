@@ -5,8 +5,9 @@ ppsched's packing balances the replicas' costs first (Karmarkar-Karp over the sa
 costs, then moves and swaps; exact for tiny cases), then each replica's microbatches the
 same way, always within the token cap. Each replica becomes a profile whose
 ``microbatches`` scale the base profile's per-stage values (those of a reference
-microbatch, see `solver.packing.cost`), solved with the chosen method; the step time is
-the slowest replica's cost. Naive packing takes the samples in arrival order, fills each
+microbatch, see `solver.packing.cost`), solved with the chosen method for each of a few
+orders of entry (`entry_orders`), the fastest kept; the step time is the slowest
+replica's cost. Naive packing takes the samples in arrival order, fills each
 microbatch to the cap and deals the microbatches to the replicas in turn.
 """
 
@@ -224,7 +225,7 @@ def pack_samples(lengths: Sequence[int], cost: CostModel, cap: int,
     each replica's microbatches (balanced, each within the cap); when a replica's samples
     do not fit its microbatches that way, microbatches first over all samples, then dealt
     to the replicas by count. Empty microbatches are left out. Microbatches are listed
-    costliest first (the input order the solver may reorder).
+    costliest first (`pack` then tries other orders of entry, see `entry_orders`).
 
     Raises:
         PackingError: no assignment within the cap was found.
@@ -287,20 +288,46 @@ def replica_profile(base: Profile, microbatches: Sequence[Sequence[int]], cost: 
     return parse_profile(data)
 
 
-def _solve_replicas(name: str, base: Profile, groups: list[Bins], spec: PackSpec,
-                    method: str) -> Packing:
+def entry_orders(costs: Sequence[float]) -> list[list[int]]:
+    """Candidate orders of entry into the pipeline for microbatches of these costs, distinct,
+    as lists of indices: costliest first, cheapest first, and cheapest at both ends with
+    the costliest in the middle (the warm-up runs the first microbatches' F over p-1
+    stages before the pipe is full, the cool-down the last ones' B and W: cheap ones there
+    shorten both)."""
+    up = sorted(range(len(costs)), key=lambda j: (costs[j], j))
+    candidates = [up[::-1], up, up[0::2] + up[1::2][::-1]]
+    distinct: list[list[int]] = []
+    for order in candidates:
+        if order not in distinct:
+            distinct.append(order)
+    return distinct
+
+
+def solve_replicas(name: str, base: Profile, groups: list[Bins], spec: PackSpec,
+                   method: str, *, choose_order: bool) -> Packing:
+    """Each replica's profile, solved; with `choose_order`, the best of `entry_orders`
+    (by the simulated cost) is the replica's input order."""
     replicas = []
     for r, group in enumerate(groups):
-        lengths = [[spec.lengths[i] for i in mb] for mb in group]
-        plans = tuple(MicrobatchPlan(tuple(mb), sum(ls), spec.cost.time(ls),
-                                     spec.cost.memory(ls))
-                      for mb, ls in zip(group, lengths, strict=True))
         if not group:
-            replicas.append(ReplicaPlan(plans, None, None))
+            replicas.append(ReplicaPlan((), None, None))
             continue
-        profile = replica_profile(base, lengths, spec.cost, spec.reference,
-                                  f"{base.label}-{name}-replica{r}")
-        replicas.append(ReplicaPlan(plans, profile, solve(profile, method)))
+        costs = [spec.cost.time([spec.lengths[i] for i in mb]) for mb in group]
+        orders = entry_orders(costs) if choose_order else [list(range(len(group)))]
+        best: ReplicaPlan | None = None
+        for order in orders:
+            ordered = [group[k] for k in order]
+            lengths = [[spec.lengths[i] for i in mb] for mb in ordered]
+            plans = tuple(MicrobatchPlan(tuple(mb), sum(ls), spec.cost.time(ls),
+                                         spec.cost.memory(ls))
+                          for mb, ls in zip(ordered, lengths, strict=True))
+            profile = replica_profile(base, lengths, spec.cost, spec.reference,
+                                      f"{base.label}-{name}-replica{r}")
+            plan = ReplicaPlan(plans, profile, solve(profile, method))
+            if best is None or plan.cost < best.cost:
+                best = plan
+        assert best is not None
+        replicas.append(best)
     return Packing(name, method, tuple(replicas))
 
 
@@ -318,9 +345,10 @@ def pack(base: Profile, spec: PackSpec) -> PackResult:
             replica's shape (e.g. fewer microbatches than it needs).
     """
     counts = spec.counts()
-    packed = _solve_replicas("packed", base, pack_samples(spec.lengths, spec.cost, spec.cap,
-                                                          counts), spec, spec.method)
-    naive = _solve_replicas("naive", base, naive_samples(spec.lengths, spec.cap,
-                                                         spec.num_replicas), spec,
-                            spec.naive_method or spec.method)
+    packed = solve_replicas("packed", base, pack_samples(spec.lengths, spec.cost, spec.cap,
+                                                         counts), spec, spec.method,
+                            choose_order=True)
+    naive = solve_replicas("naive", base, naive_samples(spec.lengths, spec.cap,
+                                                        spec.num_replicas), spec,
+                           spec.naive_method or spec.method, choose_order=False)
     return PackResult(spec, packed, naive)

@@ -132,3 +132,16 @@ def test_deal_with_counts_keeps_counts_and_balances():
 def test_fill_in_order():
     assert fill_in_order([3, 3, 3, 5, 1], 6) == [[0, 1], [2], [3, 4]]
     assert fill_in_order([6], 6) == [[0]]
+
+
+def test_entry_orders():
+    from solver.packing.pack import entry_orders
+
+    costs = [5.0, 1.0, 3.0, 2.0, 4.0]
+    orders = entry_orders(costs)
+    assert orders[0] == [0, 4, 2, 3, 1]  # costliest first
+    assert orders[1] == [1, 3, 2, 4, 0]  # cheapest first
+    assert [costs[j] for j in orders[2]] == [1.0, 3.0, 5.0, 4.0, 2.0]  # cheap at both ends
+    assert all(sorted(o) == list(range(5)) for o in orders)
+    assert entry_orders([1.0, 1.0]) == [[1, 0], [0, 1]]
+    assert entry_orders([7.0]) == [[0]]
