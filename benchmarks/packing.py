@@ -38,6 +38,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from solver.packing import (
@@ -170,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: --draws)")
     parser.add_argument("--ranks", default="4,8,16")
     parser.add_argument("--replicas", default="2,4,8")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="worker processes for the cases (each case is one process's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
+    pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
     load_before = os.getloadavg()
     began = time.perf_counter()
     ranks = [int(x) for x in args.ranks.split(",")]
@@ -198,8 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             (args.control_draws or args.draws)
         for p in ranks:
             for replicas in replica_counts:
-                cases = [run_case(distribution, seed, p, replicas, solving)
-                         for seed in range(draws)]
+                jobs = [(distribution, seed, p, replicas, solving) for seed in range(draws)]
+                cases = list(pool.map(run_case, *zip(*jobs, strict=True)) if pool else
+                             (run_case(*job) for job in jobs))
                 head = (f"| {distribution} | {p} | {replicas} | "
                         f"{statistics.median(c['samples'] for c in cases):.0f} | ")
                 work_naive = [c["work-naive"] for c in cases]
@@ -222,12 +227,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"{100 * statistics.median(work_naive):.1f}% / "
                     f"{100 * statistics.median(work_ours):.4f}% |")
                 print(rows[-1], flush=True)
+    if pool is not None:
+        pool.shutdown()
     load_after = os.getloadavg()
     wall = time.perf_counter() - began
     text = "\n".join([
         f"Command: `python -m benchmarks.packing --draws {args.draws}"
         + (f" --control-draws {args.control_draws}" if args.control_draws else "")
-        + f" --ranks {args.ranks} --replicas {args.replicas}`; {wall:.0f} s; load average "
+        + f" --ranks {args.ranks} --replicas {args.replicas} --jobs {args.jobs}`; "
+        f"{wall:.0f} s; load average "
         f"{load_before[0]:.2f} before, {load_after[0]:.2f} after.",
         "",
         f"Lengths: lognormal mu = ln 1000 ({LOGNORMAL_MU:.3f}), sigma = {LOGNORMAL_SIGMA}, "
