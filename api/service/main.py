@@ -24,6 +24,7 @@ from api.service.limits import BodyLimit
 from api.service.metrics import Metrics
 from api.service.pool import SolverPool
 from api.service.routers import advise, catalog, checks, docs, health, jobs, schedules, static
+from api.service.routers import pack as pack_router
 from api.service.store import open_store
 from solver.profile import Profile
 from solver.schedule import Schedule
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     for module in (schedules, jobs, checks, catalog, health, static, advise, docs):
         app.include_router(module.router)
+    app.include_router(pack_router.router)  # POST /v1/pack (issue 13)
     install_error_handlers(app)
     app.add_middleware(metrics.asgi)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -1,0 +1,168 @@
+"""POST /v1/pack: samples into microbatches and data-parallel replicas, each replica solved,
+beside naive packing (`ppsched pack`; DESIGN.md 6.2)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from solver.errors import ProfileError
+from solver.packing import CostModel, PackSpec, Quadratic, fit_quadratic, pack
+from solver.packing.partition import fill_in_order
+from solver.profile import Profile, parse_profile
+from solver.solve import ILP
+
+router = APIRouter(prefix="/v1", tags=["pack"])
+
+# Every replica is solved in the request thread: keep one request small.
+MAX_SAMPLES = 100_000
+MAX_REPLICAS = 64
+MAX_STAGES = 64  # p * v of the base profile
+MAX_OPS = 393_216  # 3 * stages * microbatches, over both packings' replicas
+
+
+class Coefficients(BaseModel):
+    """``time(s) = a*s^2 + b*s`` (and memory ``c*s``) of a sample of ``s`` tokens."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    a: float = 0.0
+    b: float = 1.0
+    c: float = 1.0
+
+
+class PackRequest(BaseModel):
+    """The samples, the cap, the replicas, the cost model, the base profile."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    lengths: list[int] = Field(description="Each sample's tokens, in arrival order.")
+    cap: int = Field(description="Most tokens per microbatch.")
+    replicas: int = Field(1, description="Data-parallel replicas.")
+    microbatches: int | list[int] | None = Field(
+        None, description="Microbatches per replica: one count or one per replica; null: "
+        "as many as naive packing needs, spread evenly.")
+    profile: dict[str, Any] = Field(description="Base profile (DESIGN.md section 2): its "
+                                    "per-stage values are those of one sample of "
+                                    "reference_tokens tokens.")
+    cost: Coefficients | None = Field(None, description="F's a, b and memory's c "
+                                      "(default a=0, b=1, c=1).")
+    cost_b: Coefficients | None = Field(None, description="B's own a, b (default: as F).")
+    cost_w: Coefficients | None = Field(None, description="W's own a, b (default: as F).")
+    fit: list[list[float]] | None = Field(
+        None, description="Profiled [tokens, time] points: F's a, b by least squares.")
+    reference_tokens: int | None = Field(None, description="Default: the cap.")
+    method: str = "heuristic"
+    naive_method: str | None = None
+
+
+class PackResponse(BaseModel):
+    """Both packings (assignment, per-replica cost and order, step time) and the
+    speed-up."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_samples: int
+    tokens: int
+    cap: int
+    num_replicas: int
+    reference_tokens: int
+    packed: dict[str, Any]
+    naive: dict[str, Any]
+    speedup: float | None = Field(description="Naive step time over ppsched's (null: "
+                                  "ppsched's is 0 and naive's is not).")
+
+
+def _parse(body: Any) -> PackRequest:
+    try:
+        return PackRequest.model_validate(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = [x for x in error["loc"] if x not in ("int", "list[int]", "none")]
+        field = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc)[1:]
+        if not field:
+            raise ProfileError("body", body if not isinstance(body, dict) else "...",
+                               "a JSON object with lengths, cap, profile (and replicas, "
+                               "microbatches, cost, ...)") from None
+        accepted = "a value (required)" if error["type"] == "missing" else error["msg"]
+        if error["type"] == "extra_forbidden":
+            accepted = "no such field: the fields are " + ", ".join(PackRequest.model_fields)
+        raise ProfileError(field, error.get("input"), accepted) from None
+
+
+def spec_from_request(request: PackRequest) -> PackSpec:
+    """The request as a PackSpec (named errors, the service's limits applied)."""
+    if len(request.lengths) > MAX_SAMPLES:
+        raise ProfileError("lengths", f"{len(request.lengths)} samples",
+                           f"at most {MAX_SAMPLES} in the service (the CLI has no limit)")
+    if request.replicas > MAX_REPLICAS:
+        raise ProfileError("replicas", request.replicas,
+                           f"at most {MAX_REPLICAS} in the service (the CLI has no limit)")
+    if request.method == ILP or request.naive_method == ILP:
+        field = "method" if request.method == ILP else "naive_method"
+        raise ProfileError(field, ILP, "a heuristic or named schedule (ilp runs for seconds "
+                           "per replica: use `ppsched pack` or a job)")
+    cost = request.cost or Coefficients()
+    forward = Quadratic(cost.a, cost.b)
+    if request.fit is not None:
+        for i, point in enumerate(request.fit):
+            if len(point) != 2:
+                raise ProfileError(f"fit[{i}]", point, "a pair [tokens, time]")
+        forward = fit_quadratic([(s, t) for s, t in request.fit], "fit")
+    counts = request.microbatches
+    spec = PackSpec(
+        lengths=tuple(request.lengths), cap=request.cap, num_replicas=request.replicas,
+        microbatches=None if counts is None else
+        (counts,) if isinstance(counts, int) else tuple(counts),
+        cost=CostModel(forward=forward, memory_per_token=cost.c,
+                       backward=Quadratic(request.cost_b.a, request.cost_b.b)
+                       if request.cost_b else None,
+                       weight=Quadratic(request.cost_w.a, request.cost_w.b)
+                       if request.cost_w else None),
+        reference_tokens=request.reference_tokens, method=request.method,
+        naive_method=request.naive_method)
+    return spec
+
+
+def check_size(base: Profile, spec: PackSpec) -> None:
+    """The service's limits on the work of one request (the CLI has none)."""
+    stages = base.num_ranks * base.num_chunks
+    if stages > MAX_STAGES:
+        raise ProfileError("profile.num_ranks", base.num_ranks, f"num_ranks * num_chunks <= "
+                           f"{MAX_STAGES} in the service (the CLI has no limit)")
+    naive = len(fill_in_order(spec.lengths, spec.cap))
+    ops = 3 * stages * (sum(spec.counts()) + naive)
+    if ops > MAX_OPS:
+        raise ProfileError("microbatches", sum(spec.counts()),
+                           f"3 * stages * microbatches (both packings) <= {MAX_OPS} in the "
+                           f"service; this request has {ops} (the CLI has no limit)")
+
+
+def _base_profile(data: dict[str, Any]) -> Profile:
+    """The base profile; its errors name the field under ``profile.``."""
+    try:
+        return parse_profile(data)
+    except ProfileError as exc:
+        raise ProfileError(f"profile.{exc.field}", exc.value, exc.accepted) from None
+
+
+@router.post("/pack", response_model=PackResponse, summary="Pack samples into replicas")
+def post_pack(body: Annotated[Any, Body(
+        description="Sample lengths, token cap, replicas, cost model and base profile "
+        "(as `ppsched pack`)",
+        openapi_examples={"four-replicas": {"value": {
+            "lengths": [900, 4000, 1200, 300, 7000, 2500, 800, 1600, 3000, 500, 650, 2200],
+            "cap": 8192, "replicas": 2, "microbatches": 4,
+            "cost": {"a": 0.0001, "b": 1.0, "c": 1.0},
+            "profile": {"num_ranks": 4, "num_microbatches": 4, "t_f": 1.0, "t_b": 1.0,
+                        "t_w": 1.0, "m_b": 1.0, "m_w": 1.0}}}})]) -> PackResponse:
+    """ppsched's packing and naive packing, each replica solved; a bad field is a 422
+    naming it, the value and what is accepted."""
+    request = _parse(body)
+    base = _base_profile(request.profile)
+    spec = spec_from_request(request)
+    check_size(base, spec)
+    result = pack(base, spec)
+    return PackResponse(**result.to_dict())

@@ -1,0 +1,354 @@
+"""The packing front-end (DESIGN.md 6.2): samples into microbatches and data-parallel
+replicas, one solved profile per replica, compared with naive packing.
+
+ppsched's packing balances the replicas' costs first (Karmarkar-Karp over the samples'
+costs, then moves and swaps; exact for tiny cases), then each replica's microbatches the
+same way, always within the token cap. Each replica becomes a profile whose
+``microbatches`` scale the base profile's per-stage values (those of a reference
+microbatch, see `solver.packing.cost`), solved with the chosen method for each of a few
+orders of entry (`entry_orders`), the fastest kept; the step time is the slowest
+replica's cost. Naive packing takes the samples in arrival order, fills each
+microbatch to the cap and deals the microbatches to the replicas in turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from solver.errors import ProfileError
+from solver.packing.cost import CostModel
+from solver.packing.lengths import MAX_TOKENS, check_lengths
+from solver.packing.partition import (
+    Bins,
+    balanced_partition,
+    deal_with_counts,
+    fill_in_order,
+)
+from solver.profile import Profile, parse_profile
+from solver.schedule import Schedule
+from solver.solve import solve
+
+logger = logging.getLogger(__name__)
+
+
+class PackingError(ProfileError):
+    """A packing request that cannot be met (the field, the value, what would be accepted)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackSpec:
+    """What to pack and how (validated on construction; errors name the field)."""
+
+    lengths: tuple[int, ...]
+    """Each sample's tokens, in arrival order."""
+    cap: int
+    """The most tokens one microbatch may hold."""
+    num_replicas: int = 1
+    """R: data-parallel replicas (pipelines), each running its own microbatches."""
+    microbatches: tuple[int, ...] | None = None
+    """Microbatches per replica (one count for all, or one per replica as ODC allows);
+    None: as many as naive packing needs, spread evenly."""
+    cost: CostModel = field(default_factory=CostModel)
+    reference_tokens: int | None = None
+    """The tokens of the microbatch the base profile's times describe (one sample);
+    None: the cap."""
+    method: str = "heuristic"
+    """The solve method of ppsched's packing."""
+    naive_method: str | None = None
+    """The solve method of the naive packing (None: the same)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lengths", tuple(check_lengths(self.lengths)))
+        if isinstance(self.cap, bool) or not isinstance(self.cap, int) \
+                or not 1 <= self.cap <= MAX_TOKENS:
+            raise PackingError("cap", self.cap, f"a whole number of tokens from 1 to "
+                               f"{MAX_TOKENS:.0e}")
+        if isinstance(self.num_replicas, bool) or not isinstance(self.num_replicas, int) \
+                or self.num_replicas < 1:
+            raise PackingError("replicas", self.num_replicas, "an integer >= 1")
+        for i, s in enumerate(self.lengths):
+            if s > self.cap:
+                raise PackingError(f"lengths[{i}]", s, f"at most the cap of {self.cap} "
+                                   "tokens (raise the cap, or split or drop the sample)")
+        if len(self.lengths) < self.num_replicas:
+            raise PackingError("lengths", f"{len(self.lengths)} samples",
+                               f"at least one sample per replica ({self.num_replicas})")
+        if self.microbatches is not None:
+            counts = tuple(self.microbatches)
+            if len(counts) == 1:
+                counts *= self.num_replicas
+            if len(counts) != self.num_replicas:
+                raise PackingError("microbatches", list(self.microbatches),
+                                   f"one count, or {self.num_replicas} counts (one per "
+                                   "replica)")
+            for i, x in enumerate(counts):
+                if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+                    raise PackingError(f"microbatches[{i}]", x, "an integer >= 1")
+            needed = math.ceil(sum(self.lengths) / self.cap)
+            if sum(counts) < needed:
+                raise PackingError("microbatches", list(self.microbatches),
+                                   f"at least {needed} microbatches in all: "
+                                   f"{sum(self.lengths)} tokens at {self.cap} per "
+                                   "microbatch")
+            object.__setattr__(self, "microbatches", counts)
+        ref = self.reference_tokens
+        if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int)
+                                or not 1 <= ref <= MAX_TOKENS):
+            raise PackingError("reference_tokens", ref, f"a whole number of tokens from 1 "
+                               f"to {MAX_TOKENS:.0e}")
+
+    @property
+    def reference(self) -> int:
+        return self.reference_tokens or self.cap
+
+    def counts(self) -> tuple[int, ...]:
+        """Microbatches per replica: as given, or naive packing's count spread evenly."""
+        if self.microbatches is not None:
+            return self.microbatches
+        naive = len(fill_in_order(self.lengths, self.cap))
+        return (math.ceil(naive / self.num_replicas),) * self.num_replicas
+
+
+@dataclass(frozen=True)
+class MicrobatchPlan:
+    """One microbatch: its samples (indices into the lengths) and its costs."""
+
+    samples: tuple[int, ...]
+    tokens: int
+    time: float
+    """F's time in the cost model's unit (sum of a*s^2 + b*s)."""
+    memory: float
+    """c * tokens."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"samples": list(self.samples), "tokens": self.tokens, "time": self.time,
+                "memory": self.memory}
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    """One data-parallel replica: its microbatches (input order), profile and schedule."""
+
+    microbatches: tuple[MicrobatchPlan, ...]
+    profile: Profile | None
+    schedule: Schedule | None
+    """The solved schedule (None for a replica that got no microbatch)."""
+
+    @property
+    def cost(self) -> float:
+        """The replica's simulated cost (largest per-rank span); 0 when it has no work."""
+        if self.schedule is None:
+            return 0.0
+        assert self.schedule.metrics is not None, "solve() times every schedule"
+        return self.schedule.metrics.cost
+
+    @property
+    def work(self) -> float:
+        """The sum of its microbatches' F times (cost-model unit)."""
+        return math.fsum(mb.time for mb in self.microbatches)
+
+    @property
+    def microbatch_order(self) -> list[int] | None:
+        order = getattr(self.schedule, "microbatch_order", None)
+        return None if order is None else list(order)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cost": self.cost, "work": self.work, "tokens":
+                sum(mb.tokens for mb in self.microbatches),
+                "num_microbatches": len(self.microbatches),
+                "microbatch_order": self.microbatch_order,
+                "lower_bound": None if self.schedule is None or self.schedule.metrics is None
+                else self.schedule.metrics.lower_bound,
+                "microbatches": [mb.to_dict() for mb in self.microbatches]}
+
+
+@dataclass(frozen=True)
+class Packing:
+    """An assignment of samples to replicas and microbatches, each replica solved."""
+
+    name: str
+    method: str
+    replicas: tuple[ReplicaPlan, ...]
+
+    @property
+    def step_time(self) -> float:
+        """The slowest replica's cost: the data-parallel step waits for it."""
+        return max(r.cost for r in self.replicas)
+
+    @property
+    def imbalance(self) -> float:
+        """(max - min) / min of the replicas' costs (inf when a replica has no work)."""
+        costs = [r.cost for r in self.replicas]
+        low = min(costs)
+        return math.inf if low <= 0 else (max(costs) - low) / low
+
+    def to_dict(self) -> dict[str, Any]:
+        imbalance = self.imbalance
+        return {"name": self.name, "method": self.method, "step_time": self.step_time,
+                "imbalance": None if math.isinf(imbalance) else imbalance,
+                "replicas": [r.to_dict() for r in self.replicas]}
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """ppsched's packing beside naive packing of the same samples."""
+
+    spec: PackSpec
+    packed: Packing
+    naive: Packing
+
+    @property
+    def speedup(self) -> float:
+        """Naive step time over ppsched's (> 1: ppsched's packing is faster); 1 when both
+        are 0 (a profile of zero times)."""
+        if self.packed.step_time <= 0:
+            return 1.0 if self.naive.step_time <= 0 else math.inf
+        return self.naive.step_time / self.packed.step_time
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"num_samples": len(self.spec.lengths), "tokens": sum(self.spec.lengths),
+                "cap": self.spec.cap, "num_replicas": self.spec.num_replicas,
+                "reference_tokens": self.spec.reference, "packed": self.packed.to_dict(),
+                "naive": self.naive.to_dict(),
+                "speedup": None if math.isinf(self.speedup) else self.speedup}
+
+
+def pack_samples(lengths: Sequence[int], cost: CostModel, cap: int,
+                 counts: Sequence[int]) -> list[Bins]:
+    """ppsched's assignment: per replica, its microbatches' sample indices.
+
+    Replicas first (their cost sums balanced, each within ``count * cap`` tokens), then
+    each replica's microbatches (balanced, each within the cap); when a replica's samples
+    do not fit its microbatches that way, microbatches first over all samples, then dealt
+    to the replicas by count. Empty microbatches are left out. Microbatches are listed
+    costliest first (`pack` then tries other orders of entry, see `entry_orders`).
+
+    Raises:
+        PackingError: no assignment within the cap was found.
+    """
+    weights = [cost.time([s]) for s in lengths]
+    sizes = [float(s) for s in lengths]
+    replicas = balanced_partition(weights, sizes, [c * cap for c in counts])
+    result: list[Bins] | None = None
+    if replicas is not None:
+        result = []
+        for items, count in zip(replicas, counts, strict=True):
+            bins = balanced_partition([weights[i] for i in items], [sizes[i] for i in items],
+                                      [cap] * count)
+            if bins is None:
+                result = None
+                break
+            result.append([[items[i] for i in b] for b in bins])
+    if result is None:
+        logger.info("replica-first packing missed the cap; packing microbatches first")
+        bins = balanced_partition(weights, sizes, [cap] * sum(counts))
+        if bins is None:
+            raise PackingError("microbatches", list(counts),
+                               f"more microbatches or a larger cap: {len(lengths)} samples "
+                               f"of {sum(lengths)} tokens did not fit {sum(counts)} "
+                               f"microbatches of {cap} tokens")
+        mb_weights = [math.fsum(weights[i] for i in b) for b in bins]
+        dealt = deal_with_counts(mb_weights, counts)
+        result = [[bins[k] for k in group] for group in dealt]
+    return [sorted((b for b in group if b), key=lambda b: -math.fsum(weights[i] for i in b))
+            for group in result]
+
+
+def naive_samples(lengths: Sequence[int], cap: int, num_replicas: int) -> list[Bins]:
+    """Naive packing: arrival order, filled to the cap, dealt to the replicas in turn."""
+    bins = fill_in_order(lengths, cap)
+    return [bins[r::num_replicas] for r in range(num_replicas)]
+
+
+def replica_profile(base: Profile, microbatches: Sequence[Sequence[int]], cost: CostModel,
+                    reference_tokens: int, name: str) -> Profile:
+    """The base profile with one entry per microbatch: ``microbatches`` scales when B and W
+    scale as F, else matrices ``[stage][microbatch]`` (DESIGN.md 6.2)."""
+    data = base.model_dump(exclude={"microbatches"})
+    for key in ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w"):
+        value = data.get(key)
+        if isinstance(value, list) and value and isinstance(value[0], list):
+            raise PackingError(f"profile.{key}", "a matrix", "per-stage values (a number or "
+                               "a list): packing sets the per-microbatch costs")
+    scales = [cost.scales(mb, reference_tokens) for mb in microbatches]
+    data["num_microbatches"] = len(microbatches)
+    data["name"] = name
+    if cost.uniform_kinds:
+        data["microbatches"] = [{"scale": f, "memory_scale": k} for f, _, _, k in scales]
+    else:
+        problem = base.problem
+        for key, column in (("t_f", 0), ("t_b", 1), ("t_w", 2), ("m_b", 3), ("m_w", 3),
+                            ("t_comm", 3)):
+            per_stage = getattr(problem, key)
+            data[key] = [[x * sc[column] for sc in scales] for x in per_stage]
+    return parse_profile(data)
+
+
+def entry_orders(costs: Sequence[float]) -> list[list[int]]:
+    """Candidate orders of entry into the pipeline for microbatches of these costs, distinct,
+    as lists of indices: costliest first, cheapest first, and cheapest at both ends with
+    the costliest in the middle (the warm-up runs the first microbatches' F over p-1
+    stages before the pipe is full, the cool-down the last ones' B and W: cheap ones there
+    shorten both)."""
+    up = sorted(range(len(costs)), key=lambda j: (costs[j], j))
+    candidates = [up[::-1], up, up[0::2] + up[1::2][::-1]]
+    distinct: list[list[int]] = []
+    for order in candidates:
+        if order not in distinct:
+            distinct.append(order)
+    return distinct
+
+
+def solve_replicas(name: str, base: Profile, groups: list[Bins], spec: PackSpec,
+                   method: str, *, choose_order: bool) -> Packing:
+    """Each replica's profile, solved; with `choose_order`, the best of `entry_orders`
+    (by the simulated cost) is the replica's input order."""
+    replicas = []
+    for r, group in enumerate(groups):
+        if not group:
+            replicas.append(ReplicaPlan((), None, None))
+            continue
+        costs = [spec.cost.time([spec.lengths[i] for i in mb]) for mb in group]
+        orders = entry_orders(costs) if choose_order else [list(range(len(group)))]
+        best: ReplicaPlan | None = None
+        for order in orders:
+            ordered = [group[k] for k in order]
+            lengths = [[spec.lengths[i] for i in mb] for mb in ordered]
+            plans = tuple(MicrobatchPlan(tuple(mb), sum(ls), spec.cost.time(ls),
+                                         spec.cost.memory(ls))
+                          for mb, ls in zip(ordered, lengths, strict=True))
+            profile = replica_profile(base, lengths, spec.cost, spec.reference,
+                                      f"{base.label}-{name}-replica{r}")
+            plan = ReplicaPlan(plans, profile, solve(profile, method))
+            if best is None or plan.cost < best.cost:
+                best = plan
+        assert best is not None
+        replicas.append(best)
+    return Packing(name, method, tuple(replicas))
+
+
+def pack(base: Profile, spec: PackSpec) -> PackResult:
+    """Pack `spec`'s samples both ways and solve every replica of each.
+
+    Args:
+        base: the pipeline's profile; its per-stage times and memory are those of the
+            reference microbatch (``spec.reference`` tokens in one sample); its
+            ``num_microbatches`` is replaced by each replica's count.
+        spec: the samples, the cap, the replicas, the cost model and the methods.
+
+    Raises:
+        PackingError, ProfileError: bad input, named; a method that does not take a
+            replica's shape (e.g. fewer microbatches than it needs).
+    """
+    counts = spec.counts()
+    packed = solve_replicas("packed", base, pack_samples(spec.lengths, spec.cost, spec.cap,
+                                                         counts), spec, spec.method,
+                            choose_order=True)
+    naive = solve_replicas("naive", base, naive_samples(spec.lengths, spec.cap,
+                                                        spec.num_replicas), spec,
+                           spec.naive_method or spec.method, choose_order=False)
+    return PackResult(spec, packed, naive)
