@@ -45,7 +45,7 @@ def test_pack_command_end_to_end(tmp_path: Path, base: Path) -> None:
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     text = done.stdout
-    assert "16 samples, 33170 tokens, cap 8192, 2 replica(s)" in text
+    assert "16 samples, 34220 tokens, cap 8192, 2 replica(s)" in text
     assert "ppsched packing, method heuristic: step time" in text
     assert "naive packing (arrival order, filled to the cap)" in text
     assignment = json.loads((out / "assignment.json").read_text())
