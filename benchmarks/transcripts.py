@@ -150,6 +150,11 @@ def run(transcript: Transcript) -> str:
     return console_block(transcript, output)
 
 
+def output(transcript: Transcript | HttpTranscript) -> str:
+    """Run a transcript of either kind; its console block."""
+    return run_http(transcript) if isinstance(transcript, HttpTranscript) else run(transcript)
+
+
 def run_http(transcript: HttpTranscript) -> str:
     """Start a real server, send the transcript's requests; its console block."""
     lines = ["```console"]
@@ -269,9 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     (ROOT / "out").mkdir(exist_ok=True)
     for name in args.names or list(BY_NAME):
         transcript = BY_NAME[name]
-        text = run_http(transcript) if isinstance(transcript, HttpTranscript) \
-            else run(transcript)
-        transcript.path.write_text(text)
+        transcript.path.write_text(output(transcript))
         log.info("wrote %s", transcript.path.relative_to(ROOT))
     return 0
 

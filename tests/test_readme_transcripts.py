@@ -13,29 +13,18 @@ from benchmarks import readme, transcripts
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT.parent / "shared" / "seeds"
 
-QUICK = [t for t in transcripts.TRANSCRIPTS if t.quick]
-HTTP = [t for t in transcripts.HTTP_TRANSCRIPTS if t.quick]
+QUICK = [t for t in transcripts.ALL if t.quick]
 
 
 @pytest.mark.parametrize("transcript", QUICK, ids=[t.name for t in QUICK])
 def test_a_quick_transcript_prints_today_what_its_file_holds(
-        transcript: transcripts.Transcript) -> None:
+        transcript: transcripts.Transcript | transcripts.HttpTranscript) -> None:
+    # The CLI's commands, and the service's answers from a real server.
     recorded = transcript.path.read_text()
-    assert transcripts.comparable(transcripts.run(transcript)) == \
+    assert transcripts.comparable(transcripts.output(transcript)) == \
         transcripts.comparable(recorded), (
         f"`ppsched {transcript.args}` prints something else than {transcript.path.name}: "
         f"run `python -m benchmarks.transcripts {transcript.name}` and "
-        "`python -m benchmarks.readme`")
-
-
-@pytest.mark.parametrize("transcript", HTTP, ids=[t.name for t in HTTP])
-def test_the_service_answers_today_what_its_transcript_holds(
-        transcript: transcripts.HttpTranscript) -> None:
-    recorded = transcript.path.read_text()
-    assert transcripts.comparable(transcripts.run_http(transcript)) == \
-        transcripts.comparable(recorded), (
-        f"the service answers otherwise than {transcript.path.name}: run "
-        f"`python -m benchmarks.transcripts {transcript.name}` and "
         "`python -m benchmarks.readme`")
 
 
