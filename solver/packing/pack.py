@@ -254,8 +254,27 @@ def pack_samples(lengths: Sequence[int], cost: CostModel, cap: int,
         mb_weights = [math.fsum(weights[i] for i in b) for b in bins]
         dealt = deal_with_counts(mb_weights, counts)
         result = [[bins[k] for k in group] for group in dealt]
-    return [sorted((b for b in group if b), key=lambda b: -math.fsum(weights[i] for i in b))
-            for group in result]
+    return [sorted((b for b in _fill_empty(group, weights) if b),
+                   key=lambda b: -math.fsum(weights[i] for i in b)) for group in result]
+
+
+def _fill_empty(bins: Bins, weights: Sequence[float]) -> Bins:
+    """`bins` with each empty microbatch given a sample from a microbatch holding several.
+
+    The partition balances the costliest microbatch only, so it may leave one empty when
+    a replica has few samples; the replica was asked for that many microbatches, and more
+    microbatches shorten the pipeline's fill. The moved sample is the lightest of the
+    microbatch with the most samples: alone it is within the cap.
+    """
+    bins = [list(b) for b in bins]
+    for empty in [b for b in bins if not b]:
+        donor = max(bins, key=len)
+        if len(donor) < 2:
+            break
+        lightest = min(donor, key=lambda i: weights[i])
+        donor.remove(lightest)
+        empty.append(lightest)
+    return bins
 
 
 def naive_samples(lengths: Sequence[int], cap: int, num_replicas: int) -> list[Bins]:
