@@ -133,7 +133,10 @@ def pack_summary(result: PackResult) -> str:
     lines = [f"{len(spec.lengths)} samples, {sum(spec.lengths)} tokens, cap {spec.cap}, "
              f"{spec.num_replicas} replica(s); cost a={f.a:g} b={f.b:g} "
              f"c={spec.cost.memory_per_token:g}, reference {spec.reference} tokens"]
-    for title, packing in (("ppsched packing", result.packed),
+    packed = result.packed
+    moves = f", {packed.moves} rebalancing move{'s' if packed.moves != 1 else ''}"
+    for title, packing in ((f"ppsched packing ({packed.strategy} assignment{moves})",
+                            packed),
                            ("naive packing (arrival order, filled to the cap)",
                             result.naive)):
         lines.append(f"{title}, method {packing.method}: step time "

@@ -1,17 +1,19 @@
 """ppsched's packing and ordering against naive packing, over many length draws.
 
-Run: ``python -m benchmarks.packing [--draws 20] [--out DIR]`` (a few minutes on 2 cores).
+Run: ``python -m benchmarks.packing [--draws 20] [--out DIR]`` (about half an hour with
+``--jobs 2`` on 2 cores).
 
 Per draw, distribution, p in {4, 8, 16} and R in {2, 4, 8} replicas: samples are drawn
 until they hold ``R * 2p * cap * 0.85`` tokens (cap 32768, so naive packing makes about
 2p microbatches per replica), then
 - ``naive``: arrival order, each microbatch filled to the cap, dealt to the replicas in
   turn, each replica solved with ``1f1b`` and with the ZB ``heuristic``, in arrival order;
-- ``ppsched``: `solver.packing.pack_samples` (Karmarkar-Karp over replicas, then over each
-  replica's microbatches, refined, within the cap), as many microbatches per replica as
-  naive packing's largest replica, each replica solved with the ``heuristic`` for each
-  of `entry_orders` (costliest first, cheapest first, cheap at both ends), the fastest
-  kept; ``ppsched-1f1b``: the same packing and order choice with ``1f1b``.
+- ``ppsched``: `solver.packing.best_packing` with as many microbatches per replica as
+  naive packing's largest replica: the best by step time of three assignments
+  (balanced, fill, arrival; see `solver.packing.search`), each replica solved with the
+  ``heuristic`` in the order of entry it chooses, then single-sample moves from the
+  slowest replica to the fastest while the step time falls; ``ppsched-1f1b``: the same
+  search with ``1f1b``.
 The step time is the slowest replica's simulated cost; imbalance is (max - min) / min of
 the replicas' costs. Speed-up = naive step time / ppsched step time.
 
@@ -45,6 +47,7 @@ from solver.packing import (
     CostModel,
     PackSpec,
     Quadratic,
+    best_packing,
     naive_samples,
     pack_samples,
     solve_replicas,
@@ -119,14 +122,6 @@ def draw(distribution: str, seed: int, tokens: int) -> list[int]:
     return out
 
 
-def step(base: Profile, spec: PackSpec, groups: list[Bins], method: str,
-         choose_order: bool) -> tuple[float, float]:
-    """(step time, imbalance) of one assignment solved with `method` (`pack`'s own
-    per-replica solving: with `choose_order`, the best of its orders of entry)."""
-    packing = solve_replicas("r", base, groups, spec, method, choose_order=choose_order)
-    return packing.step_time, packing.imbalance
-
-
 def work_imbalance(lengths: Sequence[int], groups: list[Bins]) -> float:
     """(max - min) / min over replicas of their summed microbatch costs (cost model: F's
     time a*s^2 + b*s per sample), before any schedule."""
@@ -134,24 +129,31 @@ def work_imbalance(lengths: Sequence[int], groups: list[Bins]) -> float:
     return (max(work) - min(work)) / min(work)
 
 
-def run_case(distribution: str, seed: int, p: int, replicas: int, solving: bool
-             ) -> dict[str, float]:
+STRATEGIES = ("balanced", "fill", "arrival")
+
+
+def run_case(distribution: str, seed: int, p: int, replicas: int) -> dict[str, float]:
     base = base_profile(p)
     lengths = draw(distribution, seed, int(replicas * 2 * p * CAP * FILL))
     naive = naive_samples(lengths, CAP, replicas)
     count = max(len(g) for g in naive)
-    packed = pack_samples(lengths, COST, CAP, [count] * replicas)
+    balanced = pack_samples(lengths, COST, CAP, [count] * replicas)
     out: dict[str, float] = {"samples": len(lengths),
                              "work-naive": work_imbalance(lengths, naive),
-                             "work-ppsched": work_imbalance(lengths, packed)}
-    if not solving:
-        return out
-    spec = PackSpec(lengths=tuple(lengths), cap=CAP, num_replicas=replicas, cost=COST)
-    for name, groups, method, ordered in (("naive-1f1b", naive, "1f1b", False),
-                                          ("naive-zb", naive, "heuristic", False),
-                                          ("ppsched-1f1b", packed, "1f1b", True),
-                                          ("ppsched", packed, "heuristic", True)):
-        out[name], out[f"{name}-imbalance"] = step(base, spec, groups, method, ordered)
+                             "work-balanced": work_imbalance(lengths, balanced)}
+    for method, suffix in (("1f1b", "-1f1b"), ("heuristic", "")):
+        spec = PackSpec(lengths=tuple(lengths), cap=CAP, num_replicas=replicas, cost=COST,
+                        method=method)
+        ours = best_packing(base, spec)
+        theirs = solve_replicas("naive", base, naive, spec, method, choose_order=False)
+        out[f"ppsched{suffix}"], out[f"ppsched{suffix}-imbalance"] = \
+            ours.step_time, ours.imbalance
+        out[f"naive{suffix or '-zb'}"] = theirs.step_time
+        out[f"naive{suffix or '-zb'}-imbalance"] = theirs.imbalance
+        if not suffix:
+            out["strategy"] = STRATEGIES.index(ours.strategy)
+            out["moves"] = ours.moves
+            out["work-ppsched"] = work_imbalance(lengths, ours.groups())
     return out
 
 
@@ -180,19 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     ranks = [int(x) for x in args.ranks.split(",")]
     replica_counts = [int(x) for x in args.replicas.split(",")]
-    # Timing a packed replica needs the per-microbatch profile of DESIGN.md 6.2.
-    solving = "microbatches" in Profile.model_fields
-    if solving:
-        rows = ["| lengths | p | R | samples (median) | vs naive 1F1B: median / worst "
-                "| vs naive ZB: median / worst | packing alone (1F1B): median / worst "
-                "| imbalance naive ZB: median / max | imbalance ppsched: median / max "
-                "| work imbalance naive / ppsched (median) |",
-                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    else:
-        rows = ["| lengths | p | R | samples (median) | work imbalance naive: median / max "
-                "| work imbalance ppsched: median / max |",
-                "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    everything: dict[str, list[float]] = {"1f1b": [], "zb": []}
+    rows = ["| lengths | p | R | samples (median) | vs naive 1F1B: median / worst "
+            "| vs naive ZB: median / worst | packing alone (1F1B): median / worst "
+            "| imbalance naive ZB: median / max | imbalance ppsched: median / max "
+            "| work imbalance naive / ppsched (median) | kept: balanced / fill / arrival "
+            "| moves: median / max |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+            "| ---: |"]
+    everything: dict[str, list[float]] = {"1f1b": [], "zb": [], "imbalance-naive": [],
+                                          "imbalance-ppsched": []}
     for distribution in DISTRIBUTIONS:
         if distribution == "chitchat" and not chitchat_lengths():
             print("chitchat-dataset is not installed (pip install 'ppsched[bench]'): "
@@ -202,30 +200,30 @@ def main(argv: list[str] | None = None) -> int:
             (args.control_draws or args.draws)
         for p in ranks:
             for replicas in replica_counts:
-                jobs = [(distribution, seed, p, replicas, solving) for seed in range(draws)]
+                jobs = [(distribution, seed, p, replicas) for seed in range(draws)]
                 cases = list(pool.map(run_case, *zip(*jobs, strict=True)) if pool else
                              (run_case(*job) for job in jobs))
-                head = (f"| {distribution} | {p} | {replicas} | "
-                        f"{statistics.median(c['samples'] for c in cases):.0f} | ")
-                work_naive = [c["work-naive"] for c in cases]
-                work_ours = [c["work-ppsched"] for c in cases]
-                if not solving:
-                    rows.append(head + f"{_pct(work_naive)} | {_pct(work_ours, 4)} |")
-                    print(rows[-1], flush=True)
-                    continue
                 vs_1f1b = [c["naive-1f1b"] / c["ppsched"] for c in cases]
                 vs_zb = [c["naive-zb"] / c["ppsched"] for c in cases]
                 alone = [c["naive-1f1b"] / c["ppsched-1f1b"] for c in cases]
+                naive_imb = [c["naive-zb-imbalance"] for c in cases]
+                ours_imb = [c["ppsched-imbalance"] for c in cases]
                 if distribution == "lognormal":
                     everything["1f1b"] += vs_1f1b
                     everything["zb"] += vs_zb
-                naive_imb = [c["naive-zb-imbalance"] for c in cases]
-                ours_imb = [c["ppsched-imbalance"] for c in cases]
+                    everything["imbalance-naive"] += naive_imb
+                    everything["imbalance-ppsched"] += ours_imb
+                kept = " / ".join(str(sum(1 for c in cases if c["strategy"] == k))
+                                  for k in range(len(STRATEGIES)))
+                moves = [c["moves"] for c in cases]
                 rows.append(
-                    head + f"{_fmt(vs_1f1b)} | {_fmt(vs_zb)} | {_fmt(alone)} | "
+                    f"| {distribution} | {p} | {replicas} | "
+                    f"{statistics.median(c['samples'] for c in cases):.0f} | "
+                    f"{_fmt(vs_1f1b)} | {_fmt(vs_zb)} | {_fmt(alone)} | "
                     f"{_pct(naive_imb)} | {_pct(ours_imb, 2)} | "
-                    f"{100 * statistics.median(work_naive):.1f}% / "
-                    f"{100 * statistics.median(work_ours):.4f}% |")
+                    f"{100 * statistics.median(c['work-naive'] for c in cases):.1f}% / "
+                    f"{100 * statistics.median(c['work-ppsched'] for c in cases):.1f}% | "
+                    f"{kept} | {statistics.median(moves):.0f} / {max(moves):.0f} |")
                 print(rows[-1], flush=True)
     if pool is not None:
         pool.shutdown()
@@ -246,25 +244,31 @@ def main(argv: list[str] | None = None) -> int:
         f"Cap {CAP} tokens per microbatch; samples fill {FILL:.0%} of R * 2p microbatches. "
         f"Cost a*s^2 + b*s per sample with a/b = 1/(6*{HIDDEN}); base times: the Zero "
         "Bubble paper's 1.5B stage (18.5 / 18.1 / 9.3 / 0.6 ms) for one 32k-token sample. "
-        "Speed-up = naive step time / ppsched step time (simulated; > 1: ppsched faster); "
-        "ppsched = its packing, each replica solved with the ZB heuristic for 3 orders of "
-        "entry (costliest first, cheapest first, cheap at both ends), the fastest kept; "
-        "naive = arrival "
-        "order filled to the cap, dealt in turn. Packing alone = naive 1F1B over ppsched's "
-        "packing with 1F1B.",
+        "Speed-up = naive step time / ppsched step time (simulated; > 1: ppsched faster). "
+        "ppsched = `solver.packing.best_packing`: the best of three assignments by step "
+        "time (balanced: Karmarkar-Karp over replicas then microbatches; fill: the same "
+        "replicas, first-fit decreasing into the microbatches; arrival: naive packing's "
+        "own), every replica solved with the ZB heuristic in the order of entry it "
+        "chooses, then up to 2R single-sample moves from the slowest replica to the "
+        "fastest, each kept only when the step time falls. Naive = arrival order filled "
+        "to the cap, dealt to the replicas in turn, run in arrival order; ppsched uses as "
+        "many microbatches per replica as naive packing's largest replica. Packing alone "
+        "= naive 1F1B over ppsched's search run with 1F1B. Imbalance: (max - min) / min of "
+        "the replicas' simulated costs.",
         "",
         "Work imbalance: (max - min) / min of the replicas' summed cost-model times, "
         "before any schedule.",
         "",
         *rows,
         "",
-        *([f"Over all lognormal cases ({len(everything['zb'])}): speed-up vs naive 1F1B "
-           f"median {statistics.median(everything['1f1b']):.3f}, worst "
-           f"{min(everything['1f1b']):.3f}; vs naive ZB median "
-           f"{statistics.median(everything['zb']):.3f}, worst {min(everything['zb']):.3f}."]
-          if solving else
-          ["Step times not measured: this ppsched has no per-microbatch profile "
-           "(DESIGN.md 6.2) to time a packed replica with."]),
+        f"Over all lognormal cases ({len(everything['zb'])}): speed-up vs naive 1F1B "
+        f"median {statistics.median(everything['1f1b']):.3f}, worst "
+        f"{min(everything['1f1b']):.3f}; vs naive ZB median "
+        f"{statistics.median(everything['zb']):.3f}, worst {min(everything['zb']):.3f}; "
+        f"imbalance naive ZB median {100 * statistics.median(everything['imbalance-naive']):.1f}%, "
+        f"max {100 * max(everything['imbalance-naive']):.1f}%; ppsched median "
+        f"{100 * statistics.median(everything['imbalance-ppsched']):.2f}%, max "
+        f"{100 * max(everything['imbalance-ppsched']):.2f}%.",
         ""])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "packing.md").write_text(text)

@@ -102,6 +102,12 @@ def layout_name(layout: Layout) -> str:
     return "1" if chunks == 1 else ("v" if placement == "v" else f"loop{chunks}")
 
 
+def chooses_entry_order(method: str) -> bool:
+    """Whether `solve` chooses the order of entry of unequal microbatches for `method`
+    (the heuristic and ``ilp`` do; a named schedule keeps the input order)."""
+    return resolve_method(method) in (HEURISTIC, ILP)
+
+
 def methods() -> dict[str, str]:
     """Method name -> one-line description, for listings and error messages."""
     listing = {
@@ -116,7 +122,7 @@ def methods() -> dict[str, str]:
 
 def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
           exact: ExactOptions | None = None, on_progress: ProgressFn | None = None,
-          layouts: tuple[Layout, ...] = (), ) -> Schedule:
+          layouts: tuple[Layout, ...] = (), keep_order: bool = False) -> Schedule:
     """Build the schedule `method` makes for `profile`, validated by the simulator.
 
     Args:
@@ -131,6 +137,8 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
             schedule runs on the first allowed layout it supports. The schedule echoes
             the profile it was solved for: the re-cut one when another layout won.
             None given: `default_layouts` (the V cut joins where memory binds).
+        keep_order: with unequal microbatches, keep the profile's order of entry instead
+            of choosing one (a data loader that cannot reorder; naive packing).
 
     Raises:
         ProfileError: unknown method or objective, a shape the method does not support,
@@ -154,8 +162,8 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     # bound, `metrics.lower_bound`, for every order); a named schedule keeps the input
     # order, as its definition gives none.
     began = time.perf_counter()
-    candidates = entry_orders(profile.problem) if method in (HEURISTIC, ILP) \
-        else [tuple(range(profile.num_microbatches))]
+    candidates = entry_orders(profile.problem) if chooses_entry_order(method) \
+        and not keep_order else [tuple(range(profile.num_microbatches))]
     best: tuple[float, tuple[int, ...], Schedule] | None = None
     for order in candidates:
         schedule = _solve_in_order(permuted(profile, order), HEURISTIC if method == ILP

@@ -1,14 +1,14 @@
-"""The packing front-end (DESIGN.md 6.2): samples into microbatches and data-parallel
-replicas, one solved profile per replica, compared with naive packing.
+"""The packing front-end's types and steps (DESIGN.md 6.2): samples into microbatches and
+data-parallel replicas, one solved profile per replica, naive packing beside it.
 
-ppsched's packing balances the replicas' costs first (Karmarkar-Karp over the samples'
-costs, then moves and swaps; exact for tiny cases), then each replica's microbatches the
-same way, always within the token cap. Each replica becomes a profile whose
-``microbatches`` scale the base profile's per-stage values (those of a reference
-microbatch, see `solver.packing.cost`), solved with the chosen method for each of a few
-orders of entry (`entry_orders`), the fastest kept; the step time is the slowest
-replica's cost. Naive packing takes the samples in arrival order, fills each
-microbatch to the cap and deals the microbatches to the replicas in turn.
+The balanced assignment (`pack_samples`) balances the replicas' costs first
+(Karmarkar-Karp over the samples' costs, then moves and swaps; exact for tiny cases),
+then each replica's microbatches the same way, always within the token cap. Each replica
+becomes a profile whose ``microbatches`` scale the base profile's per-stage values (those
+of a reference microbatch, see `solver.packing.cost`), solved with the chosen method
+(`solve_replica`); the step time is the slowest replica's cost. Naive packing takes the
+samples in arrival order, fills each microbatch to the cap and deals the microbatches to
+the replicas in turn. `solver.packing.search` chooses among assignments by step time.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from solver.packing.partition import (
 )
 from solver.profile import Profile, parse_profile
 from solver.schedule import Schedule
-from solver.solve import solve
+from solver.solve import chooses_entry_order, solve
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +173,14 @@ class Packing:
     name: str
     method: str
     replicas: tuple[ReplicaPlan, ...]
+    strategy: str = ""
+    """Which assignment ppsched's search kept (`solver.packing.search`); "" for naive."""
+    moves: int = 0
+    """Samples the search moved between replicas after choosing the assignment."""
+
+    def groups(self) -> list[Bins]:
+        """Per replica, its microbatches' sample indices (in the replica's input order)."""
+        return [[list(mb.samples) for mb in r.microbatches] for r in self.replicas]
 
     @property
     def step_time(self) -> float:
@@ -188,7 +196,8 @@ class Packing:
 
     def to_dict(self) -> dict[str, Any]:
         imbalance = self.imbalance
-        return {"name": self.name, "method": self.method, "step_time": self.step_time,
+        return {"name": self.name, "method": self.method, "strategy": self.strategy,
+                "moves": self.moves, "step_time": self.step_time,
                 "imbalance": None if math.isinf(imbalance) else imbalance,
                 "replicas": [r.to_dict() for r in self.replicas]}
 
@@ -217,22 +226,29 @@ class PackResult:
                 "speedup": None if math.isinf(self.speedup) else self.speedup}
 
 
+def split_replicas(lengths: Sequence[int], cost: CostModel, cap: int,
+                   counts: Sequence[int]) -> Bins | None:
+    """The samples into replicas, their cost sums balanced, replica ``r`` within
+    ``counts[r] * cap`` tokens; None when none was found."""
+    weights = [cost.time([s]) for s in lengths]
+    return balanced_partition(weights, [float(s) for s in lengths], [c * cap for c in counts])
+
+
 def pack_samples(lengths: Sequence[int], cost: CostModel, cap: int,
                  counts: Sequence[int]) -> list[Bins]:
-    """ppsched's assignment: per replica, its microbatches' sample indices.
+    """The balanced assignment: per replica, its microbatches' sample indices.
 
-    Replicas first (their cost sums balanced, each within ``count * cap`` tokens), then
-    each replica's microbatches (balanced, each within the cap); when a replica's samples
-    do not fit its microbatches that way, microbatches first over all samples, then dealt
-    to the replicas by count. Empty microbatches are left out. Microbatches are listed
-    costliest first (`pack` then tries other orders of entry, see `entry_orders`).
+    Replicas first (`split_replicas`), then each replica's microbatches (balanced, each
+    within the cap); when a replica's samples do not fit its microbatches that way,
+    microbatches first over all samples, then dealt to the replicas by count. Empty
+    microbatches are left out. Microbatches are listed costliest first.
 
     Raises:
         PackingError: no assignment within the cap was found.
     """
     weights = [cost.time([s]) for s in lengths]
     sizes = [float(s) for s in lengths]
-    replicas = balanced_partition(weights, sizes, [c * cap for c in counts])
+    replicas = split_replicas(lengths, cost, cap, counts)
     result: list[Bins] | None = None
     if replicas is not None:
         result = []
@@ -254,11 +270,15 @@ def pack_samples(lengths: Sequence[int], cost: CostModel, cap: int,
         mb_weights = [math.fsum(weights[i] for i in b) for b in bins]
         dealt = deal_with_counts(mb_weights, counts)
         result = [[bins[k] for k in group] for group in dealt]
-    return [sorted((b for b in _fill_empty(group, weights) if b),
-                   key=lambda b: -math.fsum(weights[i] for i in b)) for group in result]
+    return [costliest_first(fill_empty(group, weights), weights) for group in result]
 
 
-def _fill_empty(bins: Bins, weights: Sequence[float]) -> Bins:
+def costliest_first(bins: Bins, weights: Sequence[float]) -> Bins:
+    """The non-empty microbatches, costliest first."""
+    return sorted((b for b in bins if b), key=lambda b: -math.fsum(weights[i] for i in b))
+
+
+def fill_empty(bins: Bins, weights: Sequence[float]) -> Bins:
     """`bins` with each empty microbatch given a sample from a microbatch holding several.
 
     The partition balances the costliest microbatch only, so it may leave one empty when
@@ -322,52 +342,40 @@ def entry_orders(costs: Sequence[float]) -> list[list[int]]:
     return distinct
 
 
-def solve_replicas(name: str, base: Profile, groups: list[Bins], spec: PackSpec,
-                   method: str, *, choose_order: bool) -> Packing:
-    """Each replica's profile, solved; with `choose_order`, the best of `entry_orders`
-    (by the simulated cost) is the replica's input order."""
-    replicas = []
-    for r, group in enumerate(groups):
-        if not group:
-            replicas.append(ReplicaPlan((), None, None))
-            continue
-        costs = [spec.cost.time([spec.lengths[i] for i in mb]) for mb in group]
-        orders = entry_orders(costs) if choose_order else [list(range(len(group)))]
-        best: ReplicaPlan | None = None
-        for order in orders:
-            ordered = [group[k] for k in order]
-            lengths = [[spec.lengths[i] for i in mb] for mb in ordered]
-            plans = tuple(MicrobatchPlan(tuple(mb), sum(ls), spec.cost.time(ls),
-                                         spec.cost.memory(ls))
-                          for mb, ls in zip(ordered, lengths, strict=True))
-            profile = replica_profile(base, lengths, spec.cost, spec.reference,
-                                      f"{base.label}-{name}-replica{r}")
-            plan = ReplicaPlan(plans, profile, solve(profile, method))
-            if best is None or plan.cost < best.cost:
-                best = plan
-        assert best is not None
-        replicas.append(best)
-    return Packing(name, method, tuple(replicas))
+def solve_replica(name: str, base: Profile, index: int, group: Bins, spec: PackSpec,
+                  method: str, *, choose_order: bool) -> ReplicaPlan:
+    """One replica's profile (its microbatches in `group`'s order), solved.
 
-
-def pack(base: Profile, spec: PackSpec) -> PackResult:
-    """Pack `spec`'s samples both ways and solve every replica of each.
-
-    Args:
-        base: the pipeline's profile; its per-stage times and memory are those of the
-            reference microbatch (``spec.reference`` tokens in one sample); its
-            ``num_microbatches`` is replaced by each replica's count.
-        spec: the samples, the cap, the replicas, the cost model and the methods.
-
-    Raises:
-        PackingError, ProfileError: bad input, named; a method that does not take a
-            replica's shape (e.g. fewer microbatches than it needs).
+    With `choose_order` the replica enters its microbatches in the best order found: the
+    heuristic and ``ilp`` choose it inside `solve` (DESIGN.md 6.2); for a named schedule,
+    which keeps its input order, the fastest of `entry_orders` by the simulated cost.
+    Without it, the microbatches enter in `group`'s order (naive packing's arrival order).
     """
-    counts = spec.counts()
-    packed = solve_replicas("packed", base, pack_samples(spec.lengths, spec.cost, spec.cap,
-                                                         counts), spec, spec.method,
-                            choose_order=True)
-    naive = solve_replicas("naive", base, naive_samples(spec.lengths, spec.cap,
-                                                        spec.num_replicas), spec,
-                           spec.naive_method or spec.method, choose_order=False)
-    return PackResult(spec, packed, naive)
+    if not group:
+        return ReplicaPlan((), None, None)
+    searched = choose_order and not chooses_entry_order(method)
+    costs = [spec.cost.time([spec.lengths[i] for i in mb]) for mb in group]
+    orders = entry_orders(costs) if searched else [list(range(len(group)))]
+    best: ReplicaPlan | None = None
+    for order in orders:
+        ordered = [group[k] for k in order]
+        lengths = [[spec.lengths[i] for i in mb] for mb in ordered]
+        plans = tuple(MicrobatchPlan(tuple(mb), sum(ls), spec.cost.time(ls),
+                                     spec.cost.memory(ls))
+                      for mb, ls in zip(ordered, lengths, strict=True))
+        profile = replica_profile(base, lengths, spec.cost, spec.reference,
+                                  f"{base.label}-{name}-replica{index}")
+        plan = ReplicaPlan(plans, profile, solve(profile, method,
+                                                 keep_order=not choose_order))
+        if best is None or plan.cost < best.cost:
+            best = plan
+    assert best is not None
+    return best
+
+
+def solve_replicas(name: str, base: Profile, groups: list[Bins], spec: PackSpec,
+                   method: str, *, choose_order: bool, strategy: str = "") -> Packing:
+    """Every replica of an assignment solved (see `solve_replica`)."""
+    return Packing(name, method, tuple(
+        solve_replica(name, base, r, group, spec, method, choose_order=choose_order)
+        for r, group in enumerate(groups)), strategy=strategy)

@@ -11,17 +11,10 @@ from pathlib import Path
 import pytest
 
 from api.cli import main
-from solver.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 LENGTHS = [900, 4000, 1200, 300, 7000, 2500, 800, 1600, 3000, 500, 650, 2200, 5100, 150,
            420, 3900]
-
-# Solving a packed replica needs the per-microbatch profile of DESIGN.md 6.2 (the
-# `microbatches` field, branch varmb-model); these tests run wherever it is present.
-needs_microbatch_costs = pytest.mark.skipif(
-    "microbatches" not in Profile.model_fields,
-    reason="needs the per-microbatch profile of DESIGN.md 6.2 (varmb-model)")
 
 
 @pytest.fixture
@@ -32,7 +25,6 @@ def base(tmp_path: Path) -> Path:
     return path
 
 
-@needs_microbatch_costs
 def test_pack_command_end_to_end(tmp_path: Path, base: Path) -> None:
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(json.dumps({"id": i, "num_tokens": s})
@@ -46,9 +38,14 @@ def test_pack_command_end_to_end(tmp_path: Path, base: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert "16 samples, 34220 tokens, cap 8192, 2 replica(s)" in text
-    assert "ppsched packing, method heuristic: step time" in text
     assert "naive packing (arrival order, filled to the cap)" in text
     assignment = json.loads((out / "assignment.json").read_text())
+    # The counts were given, so naive packing's own assignment is not a candidate.
+    packed = assignment["packed"]
+    assert packed["strategy"] in ("balanced", "fill")
+    moves = packed["moves"]
+    assert (f"ppsched packing ({packed['strategy']} assignment, {moves} rebalancing "
+            f"move{'s' if moves != 1 else ''}), method heuristic: step time") in text
     assert f"{assignment['speedup']:.4f}" in text
     placed = sorted(i for r in assignment["packed"]["replicas"] for mb in r["microbatches"]
                     for i in mb["samples"])
@@ -66,7 +63,6 @@ def test_pack_command_end_to_end(tmp_path: Path, base: Path) -> None:
     assert (out / "naive-replica1.profile.json").exists()
 
 
-@needs_microbatch_costs
 def test_pack_inline_lengths_json_and_fit(tmp_path: Path, base: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     points = tmp_path / "points.json"
@@ -90,8 +86,7 @@ def test_pack_inline_lengths_json_and_fit(tmp_path: Path, base: Path,
     (["--cap", "8192", "--cost", "1,2"], "'cost'"),
     (["--cap", "8192", "--cost=-1,1,1"], "'cost.a'"),
     (["--cap", "8192", "--cost-b", "0,0"], "'cost_b'"),
-    pytest.param(["--cap", "8192", "--method", "zb-9"], "'method'",
-                 marks=needs_microbatch_costs),
+    (["--cap", "8192", "--method", "zb-9"], "'method'"),
     (["--cap", "8192", "--fit", "/nonexistent.json"], "'fit'"),
 ])
 def test_pack_errors_are_one_line(base: Path, capsys: pytest.CaptureFixture[str],

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from solver.profile import Profile
 from tests.api.service.conftest import assert_error
 
 BODY: dict[str, Any] = {
@@ -18,14 +15,7 @@ BODY: dict[str, Any] = {
                 "m_b": 1.0, "m_w": 0.5},
 }
 
-# Solving a packed replica needs the per-microbatch profile of DESIGN.md 6.2 (the
-# `microbatches` field, branch varmb-model); these tests run wherever it is present.
-needs_microbatch_costs = pytest.mark.skipif(
-    "microbatches" not in Profile.model_fields,
-    reason="needs the per-microbatch profile of DESIGN.md 6.2 (varmb-model)")
 
-
-@needs_microbatch_costs
 def test_pack_answers_the_assignment_and_comparison(server: Any) -> None:
     response = server.client.post("/v1/pack", json=BODY)
     assert response.status_code == 200, response.text

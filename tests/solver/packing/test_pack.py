@@ -27,12 +27,6 @@ from solver.simulator import simulate
 
 COST = CostModel(forward=Quadratic(1e-4, 1.0))
 
-# Solving a packed replica needs the per-microbatch profile of DESIGN.md 6.2 (the
-# `microbatches` field, branch varmb-model); these tests run wherever it is present.
-needs_microbatch_costs = pytest.mark.skipif(
-    "microbatches" not in Profile.model_fields,
-    reason="needs the per-microbatch profile of DESIGN.md 6.2 (varmb-model)")
-
 
 def base(p: int = 4, **changes: Any) -> Profile:
     data: dict[str, Any] = {"num_ranks": p, "num_microbatches": 1, "t_f": 2.0, "t_b": 2.0,
@@ -68,7 +62,6 @@ def assert_complete(result: PackResult) -> None:
         assert packing.step_time == max(r.cost for r in packing.replicas)
 
 
-@needs_microbatch_costs
 def test_pack_lognormal_beats_naive_and_validates() -> None:
     lengths = lognormal(300, seed=3, max_tokens=8192)
     spec = PackSpec(lengths=tuple(lengths), cap=8192, num_replicas=3, cost=COST)
@@ -93,7 +86,6 @@ def test_pack_lognormal_beats_naive_and_validates() -> None:
     assert len(data["naive"]["replicas"]) == 3
 
 
-@needs_microbatch_costs
 def test_unequal_counts_per_replica_and_own_backward_costs() -> None:
     lengths = [900, 4000, 1200, 300, 7000, 2500, 800, 1600, 3000, 500, 650, 2200]
     cost = CostModel(forward=Quadratic(1e-4, 1.0), backward=Quadratic(3e-4, 1.0))
@@ -143,7 +135,6 @@ def test_bad_input_names_the_field(kwargs: dict[str, Any], field: str) -> None:
     assert "\n" not in str(info.value)
 
 
-@needs_microbatch_costs
 def test_a_matrix_base_profile_is_refused() -> None:
     matrix = base(p=2, num_microbatches=2, t_f=[[1.0, 2.0], [1.0, 2.0]])
     spec = PackSpec(lengths=(100, 200), cap=1000, num_replicas=1)
@@ -151,7 +142,6 @@ def test_a_matrix_base_profile_is_refused() -> None:
         pack(matrix, spec)
 
 
-@needs_microbatch_costs
 def test_imbalance_is_inf_when_a_naive_replica_gets_nothing() -> None:
     # Two samples fill one microbatch: naive packing leaves replica 1 without work.
     spec = PackSpec(lengths=(100, 200), cap=1000, num_replicas=2, microbatches=(1,))
