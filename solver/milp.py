@@ -78,7 +78,9 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     Returns:
         The model (objective variable named ``objective``) and each op's end variable.
     """
-    duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w}
+    # Per (stage, microbatch) values (DESIGN.md 6.2): rows repeat when microbatches are
+    # alike, so one model serves equal and unequal microbatches.
+    duration = {"F": scaled.f_mb, "B": scaled.b_mb, "W": scaled.w_mb}
     first = first_start_ticks(problem, scaled)
     rank_of = problem.stage_to_rank
     edges = _edges(problem, scaled, fifo)
@@ -86,7 +88,7 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     after = _closure(ops, edges)
 
     def d(op: Op) -> int:
-        return duration[op.kind][op.stage]
+        return duration[op.kind][op.stage][op.microbatch]
 
     # Windows: the earliest end from the precedences (heads), the latest end from the
     # hint (every op of rank r ends by first[r] + upper for the cost, by upper for the
@@ -156,19 +158,21 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     # (DESIGN.md section 6.1). Just after such an op, the rank holds its own change plus
     # the change of every op that ran before it: +m_b for F, m_w - m_b for B, -m_w for W
     # (ops on a rank never overlap, so "ran before" is the order).
-    change = {"F": scaled.m_b, "B": tuple(w - b for w, b in zip(scaled.m_w, scaled.m_b,
-                                                                strict=True)),
-              "W": tuple(-w for w in scaled.m_w)}
+    change = {"F": scaled.m_b_mb,
+              "B": tuple(tuple(w - b for w, b in zip(ws, bs, strict=True))
+                         for ws, bs in zip(scaled.m_w_mb, scaled.m_b_mb, strict=True)),
+              "W": tuple(tuple(-w for w in ws) for ws in scaled.m_w_mb)}
     for r, members in enumerate(rank_ops):
         limit = scaled.limit[r]
         if limit is None:
             continue
         for op in members:
-            if change[op.kind][op.stage] <= 0:
+            own = change[op.kind][op.stage][op.microbatch]
+            if own <= 0:
                 continue
-            held = pulp.lpSum(change[other.kind][other.stage] * before(other, op)
-                              for other in members if other != op)
-            model += change[op.kind][op.stage] + held <= limit, f"mem_{_name(op)}"
+            held = pulp.lpSum(change[other.kind][other.stage][other.microbatch]
+                              * before(other, op) for other in members if other != op)
+            model += own + held <= limit, f"mem_{_name(op)}"
 
     # Objective: the largest span (end minus the rank's first start) or the last end.
     # Only ops that no op of their rank must follow can end a rank.
@@ -183,13 +187,19 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     model += goal >= math.floor(floor + 1e-6), "lower_bound"
     model += goal
 
-    # Warm start: the hint's times and order (ignored by the solver if it breaks the
-    # model, e.g. a hint whose Bs are out of microbatch order under fifo).
-    for op, var in end.items():
-        var.setInitialValue(hint_ticks[op] + d(op))
-    for (a, b), var in order.items():
-        var.setInitialValue(1 if hint_ticks[a] < hint_ticks[b] else 0)
-    goal.setInitialValue(upper_ticks)
+    # Warm start: the hint's times and order, when the hint is a solution of this model.
+    # It may not be (Bs out of microbatch order under fifo; with unequal microbatches,
+    # an order the heuristic chose on mean times), and PuLP refuses an initial value
+    # outside a variable's bounds.
+    hint_ends = {op: hint_ticks[op] + d(op) for op in ops}
+    if all(lo[op] <= hint_ends[op] <= max(lo[op], hi[op]) for op in ops) and all(
+            hint_ends[edge.after] >= hint_ends[op] + d(edge.after) + edge.lag
+            for op in ops for edge in edges.succ[op]):
+        for op, var in end.items():
+            var.setInitialValue(hint_ends[op])
+        for (a, b), var in order.items():
+            var.setInitialValue(1 if hint_ticks[a] < hint_ticks[b] else 0)
+        goal.setInitialValue(upper_ticks)
     return model, end
 
 
@@ -213,9 +223,9 @@ def _edges(problem: Problem, scaled: Scaled, fifo: bool) -> _Edges:
     for s in range(S):
         for j in range(m):
             if s > 0:
-                edges.add(Op("F", s - 1, j), Op("F", s, j), scaled.comm[s - 1])
+                edges.add(Op("F", s - 1, j), Op("F", s, j), scaled.comm_mb[s - 1][j])
             if s < S - 1:
-                edges.add(Op("B", s + 1, j), Op("B", s, j), scaled.comm[s])
+                edges.add(Op("B", s + 1, j), Op("B", s, j), scaled.comm_mb[s][j])
             else:
                 edges.add(Op("F", s, j), Op("B", s, j), 0)
             edges.add(Op("B", s, j), Op("W", s, j), 0)
@@ -371,8 +381,8 @@ def solve_milp(problem: Problem, hint: Orders, *, objective: str = "cost",
     bound_ticks = 0.0
     progress: list[Progress] = []
     if found:
-        duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w}
-        starts = {op: float(var.value()) - duration[op.kind][op.stage]
+        duration = {"F": scaled.f_mb, "B": scaled.b_mb, "W": scaled.w_mb}
+        starts = {op: float(var.value()) - duration[op.kind][op.stage][op.microbatch]
                   for op, var in end.items()}
         candidate = orders_from_starts(problem, starts)
         value = float(pulp.value(model.objective))

@@ -150,12 +150,6 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     method = resolve_method(method)  # our names, and torch's (solver/method_names.py)
     if profile.problem.uniform_microbatches:
         return _solve_in_order(profile, method, objective, exact, on_progress, layouts)
-    if method == ILP and (exact or ExactOptions()).backend != "cpsat":
-        # The MILP reads one duration per stage: on unequal microbatches its bound would
-        # be a bound of another problem. Refused, never guessed.
-        raise ProfileError("backend", (exact or ExactOptions()).backend,
-                           "'cpsat': only the CP-SAT model takes unequal microbatches "
-                           "(DESIGN.md 6.2)")
     # Unequal microbatches (DESIGN.md 6.2): the order of entry is a decision. The
     # heuristic tries the candidate orders and keeps the best; `ilp` refines the
     # heuristic's best order, so its own bound holds for that order of entry (the general

@@ -207,23 +207,18 @@ def test_a_schedule_is_timed_with_its_microbatch_order() -> None:
         parse_schedule({**json.loads(swapped.model_dump_json()), "microbatch_order": [0, 0]})
 
 
-def test_the_milp_refuses_unequal_microbatches_by_name() -> None:
-    profile = parse_profile({"num_ranks": 2, "num_microbatches": 2, "t_f": 1, "t_b": 1,
-                             "t_w": 1, "m_b": 1, "m_w": 0.5,
-                             "microbatches": [{"scale": 3}, {}]})
-    with pytest.raises(ProfileError, match="only the CP-SAT model"):
-        solve(profile, "ilp", exact=ExactOptions(backend="milp"))
-
-
+@pytest.mark.parametrize("backend", ["cpsat", "milp"])
 @pytest.mark.parametrize("seed", range(4))
-def test_cpsat_on_unequal_microbatches_against_the_fifo_optimum(seed: int) -> None:
-    """CP-SAT with each microbatch's own times, latencies and memory finds the optimum
-    over FIFO orders of the chosen order of entry (exhaustive on tiny cases), and its
-    bound never passes it."""
+def test_exact_models_on_unequal_microbatches_against_the_fifo_optimum(
+        seed: int, backend: str) -> None:
+    """CP-SAT and the MILP, with each microbatch's own times, latencies and memory, find
+    the optimum over FIFO orders of the chosen order of entry (exhaustive on tiny cases),
+    and their bound never passes it."""
     data = _unequal(2, 3, seed + 100)
     data["memory_limit"] = 3.5 if seed % 2 else None
     profile = parse_profile(data)
-    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=20, workers=1, seed=0))
+    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=20, workers=1, seed=0,
+                                                        backend=backend))
     assert schedule.solver is not None and schedule.metrics is not None
     order = tuple(schedule.microbatch_order or range(3))
     problem = profile.problem.reordered(order)
