@@ -11,6 +11,7 @@ import re
 from xml.sax.saxutils import escape
 
 from solver.ops import KINDS, Kind
+from solver.render.sizes import input_microbatch, microbatch_sizes, size_label
 from solver.schedule import Schedule, ScheduledOp
 
 # Geometry, in px. The drawable width is fixed so charts of any cost compare at a glance.
@@ -67,6 +68,7 @@ def render_svg(schedule: Schedule) -> str:
     finish = max((_end(op) for op in ops), default=origin)
     total = finish - origin if finish > origin else 1.0
     step = nice_step(total)
+    sizes = microbatch_sizes(schedule)  # None: alike microbatches, plain labels
 
     def x_of(t: float) -> float:
         return _LEFT + (t - origin) / total * _PLOT_WIDTH
@@ -110,12 +112,19 @@ def render_svg(schedule: Schedule) -> str:
             if op.kind == "FB":  # one box, both parts named
                 tip = (f"rank {r}: FB = F{op.microbatch} stage {op.stage} & BW"
                        f"{op.microbatch_b} stage {op.stage_b} [{_t(start)}, {_t(end)}]")
+            elif sizes is not None:
+                tip += (f", size {size_label(sizes[op.microbatch])} the mean, input "
+                        f"microbatch {input_microbatch(schedule, op.microbatch)}")
             out.append(f'<rect class="op" data-kind="{op.kind}" x="{x0:.2f}" y="{y:g}" '
                        f'width="{max(x1 - x0, 0.0):.2f}" height="{_LANE:g}" fill="{fill}" '
                        f'stroke="#ffffff" stroke-width="0.5"><title>{_esc(tip)}</title></rect>')
             label = str(op.microbatch)
             if op.kind == "FB":
                 label = _fb_label(op, x1 - x0)
+            elif sizes is not None:
+                sized = f"{label} ({size_label(sizes[op.microbatch])})"
+                if x1 - x0 >= len(sized) * _CHAR_WIDTH + 6:
+                    label = sized
             if x1 - x0 >= len(label) * _CHAR_WIDTH + 6:
                 label = _esc(label)
                 out.append(f'<text x="{(x0 + x1) / 2:.2f}" y="{y + _LANE / 2 + 3.5:g}" '
@@ -171,6 +180,10 @@ def _header(schedule: Schedule) -> list[str]:
         figures += [f"gap {solver.gap:.1%}", f"status {solver.status}"]
     elif metrics is not None and metrics.cost > 0:
         figures.append(f"gap {(metrics.cost - metrics.lower_bound) / metrics.cost:.1%}")
+    sizes = microbatch_sizes(schedule)
+    if sizes is not None:
+        figures.append(f"microbatch sizes {size_label(min(sizes))} to "
+                       f"{size_label(max(sizes))} the mean (labels: microbatch (size))")
     return [
         f'<text class="title" x="{_LEFT:g}" y="20" font-size="14" font-weight="bold">'
         f"{_esc(title)}</text>",

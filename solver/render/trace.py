@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from solver.render.sizes import input_microbatch, microbatch_sizes
 from solver.schedule import Schedule, ScheduledOp
 
 _PID = 0  # one process: the pipeline
@@ -21,13 +22,24 @@ def _fb_args(op: ScheduledOp) -> dict[str, Any]:
     return {"stage_b": op.stage_b, "microbatch_b": op.microbatch_b}
 
 
+def _size_args(schedule: Schedule, sizes: tuple[float, ...] | None,
+               op: ScheduledOp) -> dict[str, Any]:
+    """With unequal microbatches (DESIGN.md 6.2): the op's microbatch size relative to
+    the mean and the input microbatch it is; nothing otherwise."""
+    if sizes is None:
+        return {}
+    return {"microbatch_size": round(sizes[op.microbatch], 4),
+            "input_microbatch": input_microbatch(schedule, op.microbatch)}
+
+
 def render_trace(schedule: Schedule) -> dict[str, Any]:
     """The Chrome trace-event JSON object of `schedule` (``json.dumps`` it to save).
 
     One process named after the profile, one thread per rank (``tid`` = rank, named
     ``rank r``), and one complete event (``"ph": "X"``) per op, named like ``F3`` (``F3s5``
     when ranks run several stages), with ``cat`` the op kind and ``args`` its stage,
-    microbatch and kind.
+    microbatch and kind (and, with unequal microbatches, ``microbatch_size`` relative to
+    the mean and ``input_microbatch``).
 
     Raises:
         ValueError: when an op has no start or end (re-time the orders with
@@ -46,6 +58,7 @@ def render_trace(schedule: Schedule) -> dict[str, Any]:
         events.append({"name": "thread_sort_index", "ph": "M", "pid": _PID, "tid": r,
                        "args": {"sort_index": r}})
     schedule.require_times()
+    sizes = microbatch_sizes(schedule)  # None: alike microbatches, no size in the args
     for r, rank in enumerate(schedule.ranks):
         for op in rank:
             assert op.start is not None and op.end is not None  # required above
@@ -54,7 +67,7 @@ def render_trace(schedule: Schedule) -> dict[str, Any]:
                 "pid": _PID, "tid": r,
                 "ts": op.start * _US_PER_UNIT, "dur": (op.end - op.start) * _US_PER_UNIT,
                 "args": {"stage": op.stage, "microbatch": op.microbatch, "kind": op.kind,
-                         **_fb_args(op)},
+                         **_fb_args(op), **_size_args(schedule, sizes, op)},
             })
     trace: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ms"}
     # Viewers show otherData as the trace's metadata.

@@ -323,3 +323,28 @@ def test_a_running_ilp_job_can_be_cancelled(page: Any) -> None:
     # per rank): one bar per F, B and W of every stage and microbatch either way.
     bars = len(page.query_selector_all("#result-a .chart svg rect.op"))
     assert bars in (3 * 8 * 24, 3 * 16 * 24), bars
+
+
+def test_unequal_microbatches_are_labelled_by_their_size(page: Any) -> None:
+    # Input microbatch 0 costs 3 times each other one: 2.4 times the mean of 8.
+    profile = {"name": "unequal", "num_ranks": 4, "num_microbatches": 8, "t_f": 10,
+               "t_b": 10, "t_w": 5, "t_comm": 0, "m_b": 1, "m_w": 0.5,
+               "microbatches": [{"scale": x} for x in (3, 1, 1, 1, 1, 1, 1, 1)]}
+    page.fill("#profile", json.dumps(profile))
+    page.click("#solve")
+    page.wait_for_selector("#result-a[data-state='done']")
+    href = page.get_attribute("#result-a [data-download='json']", "href")
+    schedule = page.request.get(href).json()
+    order = schedule.get("microbatch_order") or list(range(8))
+    big = order.index(0)  # the scheduled number of input microbatch 0
+    chart = "#result-a .chart svg"
+    rects = page.query_selector_all(f"{chart} rect.op[data-microbatch='{big}']")
+    assert len(rects) == 3 * 4
+    assert {r.get_attribute("data-size") for r in rects} == {"2.4000"}
+    others = page.query_selector_all(f"{chart} rect.op:not([data-microbatch='{big}'])")
+    assert {r.get_attribute("data-size") for r in others} == {"0.8000"}
+    title = rects[0].query_selector("title")
+    assert title is not None
+    assert "size 2.4x the mean, input microbatch 0" in (title.text_content() or "")
+    labels = [t.text_content() for t in page.query_selector_all(f"{chart} text.label")]
+    assert f"{big} (2.4x)" in labels

@@ -176,3 +176,40 @@ def test_torch_csv_reads_torch_extras() -> None:
 def test_torch_csv_names_a_bad_cell(cell: str) -> None:
     with pytest.raises(ValueError, match=r"line 2, cell 3: '.*' is not a pipeline action"):
         parse_torch_csv(f"0F0,0I0\n1F0,1I0,{cell}\n")
+
+
+def _unequal_schedule() -> Schedule:
+    # Input microbatch 0 costs 3 times each other one (2.4 times the mean of 8); the
+    # heuristic may renumber the microbatches (microbatch_order).
+    profile = parse_profile({"num_ranks": 4, "num_microbatches": 8, "t_f": 10.0,
+                             "t_b": 10.0, "t_w": 5.0, "m_b": 1.0, "m_w": 0.5,
+                             "microbatches": [{"scale": x} for x in (3, 1, 1, 1, 1, 1, 1, 1)]})
+    return solve(profile)
+
+
+def test_views_label_unequal_microbatches_by_their_size() -> None:
+    schedule = _unequal_schedule()
+    order = schedule.microbatch_order or list(range(8))
+    big = order.index(0)
+    svg = render_svg(schedule)
+    root = ET.fromstring(svg)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    titles = [t.text or "" for t in root.iterfind(".//s:rect/s:title", ns)]
+    assert sum("size 2.4x the mean, input microbatch 0" in t for t in titles) == 3 * 4
+    assert sum("size 0.8x the mean" in t for t in titles) == 3 * 4 * 7
+    labels = [t.text for t in root.iterfind(".//s:text", ns)]
+    assert f"{big} (2.4x)" in labels
+    assert "microbatch sizes 0.8x to 2.4x the mean" in svg
+    events = [e for e in render_trace(schedule)["traceEvents"] if e["ph"] == "X"]
+    for event in events:
+        args = event["args"]
+        assert args["input_microbatch"] == order[args["microbatch"]]
+        assert args["microbatch_size"] == pytest.approx(2.4 if args["input_microbatch"] == 0
+                                                        else 0.8)
+
+
+def test_views_of_alike_microbatches_carry_no_sizes() -> None:
+    schedule = solve(load_profile(PROFILES / "gpt1.5b-p8-m24.json"))
+    assert "microbatch sizes" not in render_svg(schedule)
+    events = [e for e in render_trace(schedule)["traceEvents"] if e["ph"] == "X"]
+    assert all("microbatch_size" not in e["args"] for e in events)

@@ -59,6 +59,39 @@ function labelSize(text, width) {
   return 0;
 }
 
+// Each scheduled microbatch's size relative to the mean (its F + B + W time over all
+// stages, as solver/render/sizes.py), in the schedule's numbering (op microbatch j is input
+// microbatch microbatch_order[j]); null when the microbatches are alike (DESIGN.md 6.2).
+function microbatchSizes(schedule) {
+  const p = schedule.profile;
+  const m = p.num_microbatches;
+  const stages = p.num_ranks * (p.num_chunks || 1);
+  const at = (value, s, j) => {
+    if (!Array.isArray(value)) return value;
+    return Array.isArray(value[s]) ? value[s][j] : value[s];
+  };
+  const scale = (j) => {
+    const entry = p.microbatches ? p.microbatches[j] : null;
+    if (entry === null || entry === undefined) return 1;
+    return typeof entry === "number" ? entry : (entry.scale ?? 1);
+  };
+  const totals = [];
+  for (let j = 0; j < m; j++) {
+    let total = 0;
+    for (let s = 0; s < stages; s++) total += at(p.t_f, s, j) + at(p.t_b, s, j) + at(p.t_w, s, j);
+    totals.push(total * scale(j));
+  }
+  const mean = totals.reduce((a, b) => a + b, 0) / m;
+  if (!(mean > 0) || totals.every((t) => Math.abs(t - mean) <= 1e-9 * mean)) return null;
+  const order = schedule.microbatch_order;
+  return totals.map((_, j) => totals[order ? order[j] : j] / mean);
+}
+
+// A size for labels: two significant digits ("1.7x").
+function sizeLabel(size) {
+  return `${Number(size.toPrecision(2))}x`;
+}
+
 // Draw `schedule` `width` px wide with `timeMax` at the right edge (the largest end of the
 // schedules shown together), so that equal times have equal lengths in every chart.
 function drawGantt(schedule, width, timeMax) {
@@ -89,6 +122,7 @@ function drawGantt(schedule, width, timeMax) {
     lx += 16 + g.names[kind].length * 6.4 + 16;
   }
   const chunks = schedule.profile.num_chunks || 1;
+  const sizes = microbatchSizes(schedule);  // null: alike microbatches, plain labels
   ranks.forEach((ops, r) => {
     const y = g.top + r * (g.lane + g.laneGap);
     svg.append(svgElement("text", { x: g.left - 8, y: y + g.lane / 2 + 4, "text-anchor": "end" },
@@ -102,10 +136,18 @@ function drawGantt(schedule, width, timeMax) {
                                         "data-microbatch": op.microbatch, x: x0, y,
                                         width: w, height: g.lane, fill, stroke: "#ffffff",
                                         "stroke-width": 0.5 });
-      rect.append(svgElement("title", {}, `rank ${r}: ${op.kind}${op.microbatch} stage ` +
-                                          `${op.stage} [${op.start}, ${op.end}]`));
+      let tip = `rank ${r}: ${op.kind}${op.microbatch} stage ${op.stage} [${op.start}, ${op.end}]`;
+      let text = String(op.microbatch);
+      if (sizes) {
+        const input = schedule.microbatch_order ? schedule.microbatch_order[op.microbatch]
+                                                : op.microbatch;
+        rect.setAttribute("data-size", sizes[op.microbatch].toFixed(4));
+        tip += `, size ${sizeLabel(sizes[op.microbatch])} the mean, input microbatch ${input}`;
+        const sized = `${text} (${sizeLabel(sizes[op.microbatch])})`;
+        if (labelSize(sized, w)) text = sized;
+      }
+      rect.append(svgElement("title", {}, tip));
       svg.append(rect);
-      const text = String(op.microbatch);
       const size = labelSize(text, w);
       if (size) {
         svg.append(svgElement("text", { class: "label", x: x0 + w / 2, y: y + g.lane / 2 + size * 0.36,
