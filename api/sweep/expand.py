@@ -11,6 +11,9 @@ impossible value is refused with its line. Rules (README "Sweeps"):
 - A limit `kp` is k times 1F1B's reference memory `p * max(m_b)` of the one-chunk model
   (the same absolute number for every `v`).
 - For `v = 1` placement does not apply: those rows are made once, with placement null.
+- `microbatch_spread: sigma` gives the profile unequal microbatches (DESIGN.md 6.2): time
+  and memory scales of a lognormal spread (`spread_scales`), applied before the memory
+  limit, whose `kp` then counts the largest microbatch.
 """
 
 from __future__ import annotations
@@ -18,11 +21,22 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import random
 import re
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from api.sweep.grid import SCALE_FIELDS, Axis, BaseProfile, Grid, GridError, Memory
+from api.sweep.grid import (
+    SCALE_FIELDS,
+    SPREAD_AXIS,
+    Axis,
+    BaseProfile,
+    Grid,
+    GridError,
+    Memory,
+)
 from solver.chunking import with_chunks
 from solver.errors import ProfileError
 from solver.profile import Profile, parse_profile
@@ -165,11 +179,23 @@ def _resolve(grid: Grid, base: BaseProfile, point: dict[str, tuple[Axis, int]],
         match = _SCALE.match(name)
         if match:
             _scale(grid, data, match["field"], match["stage"], factor, line_of(name))
+    spread = value.get(SPREAD_AXIS, 0.0)
+    if spread > 0:
+        if data.get("microbatches") or any(
+                isinstance(data[f], list) and data[f] and isinstance(data[f][0], list)
+                for f in SCALE_FIELDS):
+            raise GridError(grid.path, line_of(SPREAD_AXIS), f"axis '{SPREAD_AXIS}': profile "
+                            f"{base.path.name} already has per-microbatch values; use a "
+                            "profile with alike microbatches")
+        data["microbatches"] = [{"scale": x, "memory_scale": x}
+                                for x in spread_scales(data["num_microbatches"], spread)]
     try:
         one_chunk = parse_profile({**data, "memory_limit": None})
     except ProfileError as exc:
         raise _impossible(grid, base, point, exc, line_of) from None
-    reference = p * max(one_chunk.problem.m_b)
+    # 1F1B's memory with its largest microbatch in every slot (the largest microbatch's
+    # m_b when they differ), so that 1p always fits 1F1B.
+    reference = p * max(max(row) for row in one_chunk.problem.m_b_mb)
     if memory is not None:
         if memory.ratio is not None:
             data["memory_limit"] = memory.ratio * reference
@@ -182,6 +208,18 @@ def _resolve(grid: Grid, base: BaseProfile, point: dict[str, tuple[Axis, int]],
     except ProfileError as exc:
         raise _impossible(grid, base, point, exc, line_of) from None
     return profile, reference
+
+
+def spread_scales(m: int, sigma: float) -> list[float]:
+    """`m` microbatch sizes of a lognormal spread `sigma`, deterministic: the distribution's
+    quantiles at ``(j + 0.5) / m``, scaled to mean 1, in a fixed shuffled order (seeded by
+    `m`, so a sweep's rows are reproducible and the input order is not sorted)."""
+    normal = statistics.NormalDist()
+    sizes = [math.exp(sigma * normal.inv_cdf((j + 0.5) / m)) for j in range(m)]
+    mean = math.fsum(sizes) / m
+    sizes = [x / mean for x in sizes]
+    random.Random(m).shuffle(sizes)
+    return sizes
 
 
 def _scale(grid: Grid, data: dict[str, Any], field: str, stage: str | None, factor: float,

@@ -26,8 +26,11 @@ TOP_LEVEL = ("profiles", "methods", "axes", "filters", "objective", "time_limit_
 FIELD_AXES = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
 """Axes that set a profile field to one number on every stage (or boundary)."""
 SCALE_FIELDS = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
-NAMED_AXES = ("p", "m", "v", "placement", "memory_limit", *FIELD_AXES)
+SPREAD_AXIS = "microbatch_spread"
+"""Unequal microbatches (DESIGN.md 6.2): the sigma of their lognormal sizes (0: alike)."""
+NAMED_AXES = ("p", "m", "v", "placement", "memory_limit", *FIELD_AXES, SPREAD_AXIS)
 AXIS_HELP = ("p, m, v, placement, memory_limit, t_f, t_b, t_w, t_comm, m_b, m_w, "
+             f"{SPREAD_AXIS}, "
              "scale.FIELD and scale.FIELD[STAGE] (FIELD one of t_f, t_b, t_w, t_comm, m_b, m_w)")
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")
 _MULTIPLE = re.compile(r"^(?P<k>\d+(?:\.\d+)?|\.\d+)\s*p$")
