@@ -127,7 +127,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         limit = scaled.limit[r]
         if limit is None:
             continue
-        if tight and all(scaled.m_w[s] <= scaled.m_b[s] for s in stages):
+        if tight and all(w <= b for s in stages
+                         for w, b in zip(scaled.m_w_mb[s], scaled.m_b_mb[s], strict=True)):
             continue  # the order literals' rule at each F is exact: peaks are at Fs
         times, changes = [], []
         for s in stages:
@@ -231,8 +232,6 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
     scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
     if tight is None:
         tight = applies(problem)
-    # The order literals' memory rule reads one m_b per stage (alike microbatches only).
-    tight = tight and problem.uniform_microbatches
     built = build_model(problem, scaled, hint_ticks, upper, objective, fifo, tight=tight)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter()

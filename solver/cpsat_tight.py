@@ -40,7 +40,8 @@ def applies(problem: Problem) -> bool:
     if problem.num_chunks != 1:
         return False
     p, m = problem.num_ranks, problem.num_microbatches
-    binding = any(limit < min(m, p - r) * problem.m_b[r] - 1e-9
+    # 1F1B holds min(m, p - r) activations on rank r (its largest, with unequal ones).
+    binding = any(limit < min(m, p - r) * max(problem.m_b_mb[r]) - 1e-9
                   for r, limit in enumerate(problem.memory_limit))
     return binding and p * m * (m - 1) <= MAX_LITERALS
 
@@ -48,30 +49,40 @@ def applies(problem: Problem) -> bool:
 def memory_precedences(problem: Problem, scaled: Scaled) -> list[tuple[Op, Op]]:
     """Pairs (a, F) such that a must end before F starts in every FIFO schedule, by memory.
 
-    Just after F(s, j) starts (one chunk, F in microbatch order) the rank holds
-    `(j + 1) m_b - (m_b - m_w) nb - m_w nw <= limit`, with nw <= nb <= j the Bs and Ws
-    done before. Freeing the most per B (nw = nb) gives the least nb; the most Bs
-    (nb = j) gives the least nw. In FIFO order those are the first nb Bs and nw Ws of
-    the stage, so B(s, nb - 1) and W(s, nw - 1) precede F(s, j).
+    Just after F(s, j) starts (one chunk, F in microbatch order) the rank holds the
+    `m_b` of F(s, 0..j) less what the Bs and Ws done before freed: B(s, i) frees
+    `m_b[i] - m_w[i]`, W(s, i) the rest. In FIFO order those done are the first nb Bs and
+    nw Ws of the stage, nw <= nb <= j. Freeing the most per B (nw = nb) gives the least
+    nb; the most Bs (nb = j) gives the least nw. So B(s, nb - 1) and W(s, nw - 1)
+    precede F(s, j). Each microbatch has its own values (DESIGN.md 6.2).
     """
     pairs: list[tuple[Op, Op]] = []
     for r in range(problem.num_ranks):
         s, limit = r, scaled.limit[r]
-        m_b, m_w = scaled.m_b[s], scaled.m_w[s]
-        if limit is None or problem.num_chunks != 1 or m_b <= 0:
+        m_b, m_w = scaled.m_b_mb[s], scaled.m_w_mb[s]
+        if limit is None or problem.num_chunks != 1 or min(m_b) <= 0:
             continue
+        held = 0
         for j in range(problem.num_microbatches):
-            over = (j + 1) * m_b - limit  # what must have been freed
+            held += m_b[j]
+            over = held - limit  # what must have been freed
             if over <= 0:
                 continue
-            num_b = -(-over // m_b)
-            if num_b > j:
+            num_b, freed = 0, 0
+            while num_b < j and freed < over:  # Bs with their Ws: m_b each
+                freed += m_b[num_b]
+                num_b += 1
+            if freed < over:
                 continue  # cannot happen for a feasible limit; leave it to the model
             pairs.append((Op("B", s, num_b - 1), Op("F", s, j)))
-            if m_w > 0:
-                num_w = -(-(over - (m_b - m_w) * j) // m_w)
-                if 0 < num_w <= j:
-                    pairs.append((Op("W", s, num_w - 1), Op("F", s, j)))
+            # Every earlier B done frees m_b - m_w each; the Ws must free the rest.
+            rest = over - sum(m_b[i] - m_w[i] for i in range(j))
+            num_w, freed = 0, 0
+            while num_w < j and freed < rest:
+                freed += m_w[num_w]
+                num_w += 1
+            if 0 < num_w <= j and freed >= rest:
+                pairs.append((Op("W", s, num_w - 1), Op("F", s, j)))
     return pairs
 
 
@@ -92,7 +103,9 @@ def add_order_literals(model: cp_model.CpModel, problem: Problem, scaled: Scaled
     m = problem.num_microbatches
     for r in range(problem.num_ranks):
         s = r  # one chunk: rank r runs stage r
-        f, b, w = scaled.f[s], scaled.b[s], scaled.w[s]
+        # Each microbatch's own durations and memory (rows repeat when they are alike).
+        f, b, w = scaled.f_mb[s], scaled.b_mb[s], scaled.w_mb[s]
+        m_b, m_w = scaled.m_b_mb[s], scaled.m_w_mb[s]
         origin = first[r] if objective == "cost" else 0
         # x[i][j]: B(s, i) ends before F(s, j) starts; only i < j can (F(s, i) precedes
         # B(s, i), and F(s, i) is not before F(s, j) for i >= j). y likewise for W.
@@ -107,10 +120,10 @@ def add_order_literals(model: cp_model.CpModel, problem: Problem, scaled: Scaled
             for i in range(j):
                 bi, wi = Op("B", s, i), Op("W", s, i)
                 # Ops of a rank never overlap: each pair runs one way or the other.
-                model.add(start[fj] >= start[bi] + b).only_enforce_if(x[i, j])
-                model.add(start[bi] >= start[fj] + f).only_enforce_if(~x[i, j])
-                model.add(start[fj] >= start[wi] + w).only_enforce_if(y[i, j])
-                model.add(start[wi] >= start[fj] + f).only_enforce_if(~y[i, j])
+                model.add(start[fj] >= start[bi] + b[i]).only_enforce_if(x[i, j])
+                model.add(start[bi] >= start[fj] + f[j]).only_enforce_if(~x[i, j])
+                model.add(start[fj] >= start[wi] + w[i]).only_enforce_if(y[i, j])
+                model.add(start[wi] >= start[fj] + f[j]).only_enforce_if(~y[i, j])
                 model.add_implication(y[i, j], x[i, j])  # W(s, i) runs after B(s, i)
                 model.add_hint(x[i, j], int(hint_ticks[bi] < hint_ticks[fj]))
                 model.add_hint(y[i, j], int(hint_ticks[wi] < hint_ticks[fj]))
@@ -126,19 +139,21 @@ def add_order_literals(model: cp_model.CpModel, problem: Problem, scaled: Scaled
                 if fj.stage == s:
                     model.add((x if a.kind == "B" else y)[a.microbatch, fj.microbatch] == 1)
         limit = scaled.limit[r]
+        total_f, total_b, total_w = sum(f), sum(b), sum(w)
         for j in range(m):
             fj = Op("F", s, j)
-            num_b = sum(x[i, j] for i in range(j))
-            num_w = sum(y[i, j] for i in range(j))
+            b_before = sum(b[i] * x[i, j] for i in range(j))
+            w_before = sum(w[i] * y[i, j] for i in range(j))
             if limit is not None:
-                model.add((j + 1) * scaled.m_b[s] + (scaled.m_w[s] - scaled.m_b[s]) * num_b
-                          - scaled.m_w[s] * num_w <= limit)
+                model.add(sum(m_b[: j + 1]) + sum((m_w[i] - m_b[i]) * x[i, j]
+                                                  - m_w[i] * y[i, j] for i in range(j))
+                          <= limit)
             # What runs before F(s, j), and what is left after it starts.
-            model.add(start[fj] >= first[r] + j * f + b * num_b + w * num_w)
-            model.add(goal >= start[fj] - origin + (m - j) * f + (m - num_b) * b
-                      + (m - num_w) * w)
+            model.add(start[fj] >= first[r] + sum(f[:j]) + b_before + w_before)
+            model.add(goal >= start[fj] - origin + sum(f[j:]) + total_b - b_before
+                      + total_w - w_before)
         if fifo:
-            busy = m * (f + b + w)
+            busy = total_f + total_b + total_w
             for j in range(m):
                 for k in range(j, min(m, j + WINDOW_SPAN)):
                     # The window from F(s, j) to B(s, k), k >= j: the rank is busy in it
@@ -146,15 +161,16 @@ def add_order_literals(model: cp_model.CpModel, problem: Problem, scaled: Scaled
                     # and Ws from j to k - 1, and the earlier ones not done before F(s, j)
                     # (Bs and Ws from k on follow B(s, k) in FIFO). The rest of the
                     # window is idle, on top of the rank's total work.
-                    in_window = (f * (k - j + 1) + f * sum(1 - x[k, n] for n in range(k + 1, m))
-                                 + (b + w) * (k - j) + b * sum(1 - x[i, j] for i in range(j))
-                                 + w * sum(1 - y[i, j] for i in range(j)))
+                    in_window = (sum(f[j:k + 1])
+                                 + sum(f[n] * (1 - x[k, n]) for n in range(k + 1, m))
+                                 + sum(b[i] + w[i] for i in range(j, k))
+                                 + sum(b[i] * (1 - x[i, j]) + w[i] * (1 - y[i, j])
+                                       for i in range(j)))
                     model.add(goal >= busy + start[Op("B", s, k)] - start[Op("F", s, j)]
                               - in_window)
             for i in range(m):
                 bi = Op("B", s, i)
                 # Fs before B(s, i): every F(s, j) with j <= i, and those j > i not after.
-                num_f = m - sum(x[i, j] for j in range(i + 1, m))
-                model.add(start[bi] >= first[r] + num_f * f + i * b)
-                model.add(goal >= start[bi] - origin + (m - i) * (b + w)
-                          + f * sum(x[i, j] for j in range(i + 1, m)))
+                f_after = sum(f[j] * x[i, j] for j in range(i + 1, m))
+                model.add(start[bi] >= first[r] + total_f - f_after + sum(b[:i]))
+                model.add(goal >= start[bi] - origin + sum(b[i:]) + sum(w[i:]) + f_after)
