@@ -275,3 +275,29 @@ def test_activation_policies_with_unequal_microbatches_are_refused_by_name() -> 
         parse_profile({"num_ranks": 2, "num_microbatches": 2, "t_f": 1, "t_b": 1, "t_w": 1,
                        "m_b": 1, "m_w": 0.5, "t_offload": 0.5,
                        "microbatches": [{"scale": 2}, {}]})
+
+
+def test_lower_memory_quantiles_feed_the_pipeline_where_memory_binds() -> None:
+    """Deciding with each stage's largest memory starves the pipeline below 1F1B's
+    memory; a lower quantile's order, kept only when it fits every microbatch's own
+    memory, is much shorter on this lognormal case (benchmarks.varmb_exact's case 0)."""
+    from benchmarks.varmb_exact import case
+    from solver.decisions import decision_problems
+    from solver.heuristic import zb_heuristic
+
+    profile = parse_profile(case(0, "1p"))
+    problem = profile.problem
+    quantiles = [q for q, _ in decision_problems(problem)]
+    assert quantiles[0] == 1.0 and len(quantiles) > 1
+    largest = next(decide for _, decide in decision_problems(problem))
+    cautious = simulate(problem, zb_heuristic(largest).orders)
+    assert cautious.ok and cautious.metrics is not None
+    schedule = solve(profile, layouts=((1, None),), keep_order=True)
+    assert schedule.metrics is not None
+    assert schedule.metrics.cost < 0.8 * cautious.metrics.cost
+    assert simulate(problem, schedule.orders()).ok
+    # Alike microbatches, or no limit: one decision problem, the problem itself.
+    alike = parse_profile({**case(0, "1p"), "microbatches": None})
+    assert [q for q, _ in decision_problems(alike.problem)] == [1.0]
+    unlimited = parse_profile(case(0, "none"))
+    assert [q for q, _ in decision_problems(unlimited.problem)] == [1.0]
