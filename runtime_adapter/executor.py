@@ -39,7 +39,7 @@ from runtime_adapter.comm import (
     wait,
 )
 from runtime_adapter.plan import Message, RankPlan, check_schedule, plan_rank
-from runtime_adapter.stage import LossFn, StageRunner
+from runtime_adapter.stage import LossFn, Policy, StageRunner
 from runtime_adapter.timeline import OpRecord
 from runtime_adapter.values import (
     Layout,
@@ -112,6 +112,11 @@ class PipelineExecutor:
         error = check_schedule(self.schedule, self.rank, self.world_size, set(stages))
         self._agree(error)
         self.plan: RankPlan = plan_rank(self.schedule, self.rank)
+        # Activation policies (DESIGN.md 6.3): an R in the order means its F keeps only
+        # its input; an O, that its F's saved tensors go to the host and back.
+        self.policies: dict[tuple[int, int], Policy] = {
+            (op.stage, op.microbatch): "recompute" if op.kind == "R" else "offload"
+            for op in self.plan.ops if op.kind in ("R", "O")}
         m = self.schedule.profile.num_microbatches
         last = self.plan.num_stages - 1
         self.runners = {s: StageRunner(s, stages[s], is_last=s == last, loss_fn=loss_fn,
@@ -425,7 +430,7 @@ class PipelineExecutor:
             else:
                 x = received if received is not None else state.local.pop(("activation", s, j))
             out = runner.forward(j, x, labels[j] if labels is not None and runner.is_last
-                                 else None)
+                                 else None, policy=self.policies.get((s, j), "keep"))
             if out is not None and s + 1 in self.runners:
                 state.local[("activation", s + 1, j)] = out
             return out
@@ -440,6 +445,15 @@ class PipelineExecutor:
             if grad_input is not None and s - 1 in self.runners:
                 state.local[("gradient", s - 1, j)] = grad_input
             return grad_input
+        if op.kind == "R":
+            runner.recompute(j)
+            return None
+        if op.kind == "O":
+            runner.offload(j)
+            return None
+        if op.kind == "L":
+            runner.reload(j)
+            return None
         runner.backward_weight(j)
         return None
 

@@ -3,17 +3,25 @@
 Memory follows the cost model (DESIGN.md section 3): F keeps its autograd graph (``m_b``);
 B computes the input gradient, frees the graph and keeps only what W needs (``m_w``:
 the Linear inputs and output gradients, and fallback gradients); W frees the rest.
+
+Activation policies (DESIGN.md 6.3): an F whose activation is recomputed runs without a
+graph and keeps only its input (and the RNG state, so dropout draws the same mask); R
+runs it again with the graph before B. An F whose activation is offloaded keeps its
+graph, but every tensor autograd saves goes through a `HostCopy` (saved-tensor hooks):
+O moves them to host memory, L brings them back before B. The copies here are
+synchronous; overlapping them with compute on copy streams is the GPU's matter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
-from runtime_adapter.values import Value, call, flatten, unflatten
+from runtime_adapter.values import Layout, Value, call, flatten, unflatten
 from runtime_adapter.weight_grad import (
     Deferred,
     WeightGradStore,
@@ -22,6 +30,39 @@ from runtime_adapter.weight_grad import (
 )
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+Policy = Literal["keep", "recompute", "offload"]
+
+
+@dataclass
+class _Checkpoint:
+    """What a recomputed F keeps until R: its input, target and RNG state."""
+
+    layout: Layout
+    tensors: list[torch.Tensor]
+    target: torch.Tensor | None
+    cpu_rng: torch.Tensor
+    cuda_rng: torch.Tensor | None
+
+
+class HostCopy:
+    """A tensor autograd saved during an offloaded F: on its device until O, on the host
+    from O to L, back on its device from L on."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+        self.device = tensor.device
+
+    def to_host(self) -> None:
+        t = self.tensor
+        pinned = t.device.type == "cuda"  # pinned host memory: the copy back is faster
+        host = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=pinned)
+        host.copy_(t)
+        self.tensor = host
+
+    def to_device(self) -> None:
+        self.tensor = self.tensor.to(self.device, copy=True)
 
 
 @dataclass
@@ -63,6 +104,8 @@ class StageRunner:
                               if p.requires_grad and id(p) not in fallback]
         self._forward: dict[int, _Forward] = {}
         self._deferred: dict[int, Deferred] = {}
+        self._checkpoints: dict[int, _Checkpoint] = {}  # recomputed F, until R
+        self._offloaded: dict[int, list[HostCopy]] = {}  # offloaded F, until B
         self.losses: dict[int, torch.Tensor] = {}
 
     def autocast(self) -> torch.autocast:
@@ -72,8 +115,9 @@ class StageRunner:
                               enabled=self.autocast_dtype is not None)
 
     def held(self) -> tuple[int, int]:
-        """Microbatches between F and B, and between B and W (for leak checks)."""
-        return len(self._forward), len(self._deferred)
+        """Microbatches between F and B (an R pending included), and between B and W (for
+        leak checks)."""
+        return len(self._forward) + len(self._checkpoints), len(self._deferred)
 
     def deferred_bytes(self, microbatch: int) -> int:
         """Bytes a B of `microbatch` holds for its W (0 when none is pending)."""
@@ -81,17 +125,51 @@ class StageRunner:
         return deferred.nbytes() if deferred is not None else 0
 
     def forward(self, microbatch: int, x: Value, target: torch.Tensor | None = None,
-                ) -> Value | None:
+                policy: Policy = "keep") -> Value | None:
         """F: run the stage; return its output, detached, for the next stage (None if last).
 
         `x` is a tensor, a tuple (positional arguments) or a dict (keyword arguments).
+        `policy`: what happens to the activation until B (see the module docstring).
         """
-        if microbatch in self._forward:
+        if microbatch in self._forward or microbatch in self._checkpoints:
             raise RuntimeError(f"F of stage {self.stage} microbatch {microbatch} ran twice")
         if self.is_last and target is None:
             raise ValueError(f"invalid 'targets': got None for microbatch {microbatch}; "
                              "expected a target tensor on the rank of the last stage")
         layout, tensors = flatten(x, f"input of stage {self.stage}")
+        if policy == "recompute":
+            device = next((p.device for p in self.module.parameters()), torch.device("cpu"))
+            self._checkpoints[microbatch] = _Checkpoint(
+                layout, [t.detach() for t in tensors], target, torch.get_rng_state(),
+                torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+            with torch.no_grad():
+                output = self._run(microbatch, layout, tensors, target)
+            del self._forward[microbatch]  # no graph: R builds it again
+            return output
+        if policy == "offload":
+            saved: list[HostCopy] = []
+            keep = {id(p) for p in self.module.parameters()}
+
+            def pack(t: torch.Tensor) -> torch.Tensor | HostCopy:
+                # Parameters stay put: they are not the activation, and live on anyway.
+                if id(t) in keep or isinstance(t, nn.Parameter):
+                    return t
+                box = HostCopy(t)
+                saved.append(box)
+                return box
+
+            def unpack(x: torch.Tensor | HostCopy) -> torch.Tensor:
+                return x.tensor if isinstance(x, HostCopy) else x
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                output = self._run(microbatch, layout, tensors, target)
+            self._offloaded[microbatch] = saved
+            return output
+        return self._run(microbatch, layout, tensors, target)
+
+    def _run(self, microbatch: int, layout: Layout, tensors: list[torch.Tensor],
+             target: torch.Tensor | None) -> Value | None:
+        """The stage's forward of one microbatch, its graph kept for B in `_forward`."""
         # Leaves of their own, so that B can ask autograd for exactly these gradients.
         tensors = [t.detach().requires_grad_(True) if t.is_floating_point() else t
                    for t in tensors]
@@ -118,6 +196,37 @@ class StageRunner:
             layout.kind == "tensor")
         return unflatten(out_layout, [t.detach() for t in outs])
 
+    def recompute(self, microbatch: int) -> None:
+        """R: run a recomputed F again, with its graph, from its input and RNG state."""
+        checkpoint = self._checkpoints.pop(microbatch, None)
+        if checkpoint is None:
+            raise RuntimeError(f"R of stage {self.stage} microbatch {microbatch} without a "
+                               "recomputed F before it")
+        cuda = checkpoint.cuda_rng is not None
+        device = next((p.device for p in self.module.parameters()), torch.device("cpu"))
+        with torch.random.fork_rng(devices=[device] if cuda else []):
+            torch.set_rng_state(checkpoint.cpu_rng)
+            if checkpoint.cuda_rng is not None:
+                torch.cuda.set_rng_state(checkpoint.cuda_rng, device)
+            self._run(microbatch, checkpoint.layout, checkpoint.tensors, checkpoint.target)
+
+    def offload(self, microbatch: int) -> None:
+        """O: the activation autograd saved for an offloaded F, to host memory."""
+        for box in self._saved(microbatch, "O"):
+            box.to_host()
+
+    def reload(self, microbatch: int) -> None:
+        """L: the offloaded activation back on its device, for B."""
+        for box in self._saved(microbatch, "L"):
+            box.to_device()
+
+    def _saved(self, microbatch: int, kind: str) -> list[HostCopy]:
+        saved = self._offloaded.get(microbatch)
+        if saved is None:
+            raise RuntimeError(f"{kind} of stage {self.stage} microbatch {microbatch} without "
+                               "an offloaded F before it")
+        return saved
+
     def backward_input(self, microbatch: int,
                        grad_output: Sequence[torch.Tensor] | torch.Tensor | None,
                        ) -> torch.Tensor | list[torch.Tensor] | None:
@@ -126,7 +235,9 @@ class StageRunner:
         `grad_output`: a tensor, or a sequence with one per floating-point output."""
         held = self._forward.pop(microbatch, None)
         if held is None:
-            raise RuntimeError(f"B of stage {self.stage} microbatch {microbatch} before its F")
+            raise RuntimeError(f"B of stage {self.stage} microbatch {microbatch} before its F"
+                               + (" (or its R)" if microbatch in self._checkpoints else ""))
+        self._offloaded.pop(microbatch, None)  # its graph is freed by this B
         if not self.is_last and grad_output is None:
             raise RuntimeError(f"B of stage {self.stage} microbatch {microbatch} without the "
                                "gradient of its output")

@@ -52,10 +52,39 @@ def gpipe_per_chunk(p: int, m: int, v: int, placement: str) -> Schedule:
     return schedule_from_orders(profile, orders, CUSTOM)
 
 
+POLICIES_BY_HAND = "1f1b+policies"  # built here: 1F1B with R, O and L inserted
+SOLVER_OFFLOAD = "solver-offload"  # the solver's choice below 1F1B's memory, offload on
+
+
+def policies_by_hand(p: int, m: int) -> Schedule:
+    """1F1B where, on every stage, microbatch 0's activation is offloaded (O right after
+    its F, L right before its B) and microbatch 1's recomputed (R right before its B)."""
+    profile = parse_profile({**unit_profile(p, m).model_dump(mode="json"),
+                             "t_offload": 0.5, "t_r": 1.0})
+    orders: list[list[Op]] = []
+    for ops in solve(profile, "1f1b").orders():
+        order: list[Op] = []
+        for op in ops:
+            if op.kind in ("B", "BW") and op.microbatch == 0:
+                order.append(Op("L", op.stage, 0))
+            if op.kind in ("B", "BW") and op.microbatch == 1:
+                order.append(Op("R", op.stage, 1))
+            order.append(op)
+            if op.kind == "F" and op.microbatch == 0:
+                order.append(Op("O", op.stage, 0))
+        orders.append(order)
+    return schedule_from_orders(profile, orders, POLICIES_BY_HAND)
+
+
 def build_schedule(method: str, p: int, m: int, v: int = 1,
                    placement: str | None = None) -> Schedule:
     if method == CUSTOM:
         return gpipe_per_chunk(p, m, v, placement or "loop")
+    if method == POLICIES_BY_HAND:
+        return policies_by_hand(p, m)
+    if method == SOLVER_OFFLOAD:
+        return solve(parse_profile({**unit_profile(p, m).model_dump(mode="json"),
+                                    "t_offload": 0.5, "memory_limit": 1.5}))
     return solve(unit_profile(p, m, v, placement), method)
 
 

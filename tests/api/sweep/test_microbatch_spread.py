@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,7 @@ def test_spread_axis_refuses_bad_values_and_unequal_profiles(write_grid: WriteGr
         axes:
           microbatch_spread: [0, 0.5]
     """))
-    with pytest.raises(GridError, match="line 4: axis 'microbatch_spread': profile "
-                       "unequal.json already has per-microbatch values"):
+    with pytest.raises(GridError, match=re.escape("line 4: axis 'microbatch_spread': "
+                                                  "profile unequal.json already has "
+                                                  "per-microbatch values")):
         expand_grid(grid)
