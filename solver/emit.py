@@ -8,10 +8,19 @@ schedule is the simulator's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from solver.ops import FBOp, Op, lane_of, policy_of
 from solver.profile import Profile
-from solver.schedule import Schedule, ScheduledOp, ScheduleMetrics, SolverInfo, Status
+from solver.schedule import (
+    Lane,
+    Policy,
+    Schedule,
+    ScheduledOp,
+    ScheduleMetrics,
+    SolverInfo,
+    Status,
+)
 from solver.simulator import Simulation, validate
 
 
@@ -55,8 +64,10 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
     ranks = [[construct(kind=op.kind, stage=op.stage, microbatch=op.microbatch,
                         start=start, end=end, stage_b=_fb_field(op, 0),
                         microbatch_b=_fb_field(op, 1),
-                        lane=lane_of(op.kind, copy_lanes) if op.kind in ("O", "L") else None,
-                        policy=policy.get((op.stage, op.microbatch)) if policy else None)
+                        lane=cast(Lane, lane_of(op.kind, copy_lanes))
+                        if op.kind in ("O", "L") else None,
+                        policy=cast(Policy | None, policy.get((op.stage, op.microbatch)))
+                        if policy else None)
               for op, start, end in zip(ops, sim.start[r], sim.end[r], strict=True)]
              for r, ops in enumerate(sim.order)]
     info = SolverInfo(status=status, objective=value, bound=best_bound,
