@@ -26,8 +26,12 @@ TOP_LEVEL = ("profiles", "methods", "axes", "filters", "objective", "time_limit_
 FIELD_AXES = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
 """Axes that set a profile field to one number on every stage (or boundary)."""
 SCALE_FIELDS = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
-NAMED_AXES = ("p", "m", "v", "placement", "memory_limit", *FIELD_AXES)
+POLICY_AXES = ("offload_ratio", "recompute_stages")
+"""Activation policies (DESIGN.md 6.3): offload at a time ratio k, or the first K stages
+of a named schedule recomputed (api.sweep.expand applies them)."""
+NAMED_AXES = ("p", "m", "v", "placement", "memory_limit", *FIELD_AXES, *POLICY_AXES)
 AXIS_HELP = ("p, m, v, placement, memory_limit, t_f, t_b, t_w, t_comm, m_b, m_w, "
+             "offload_ratio, recompute_stages, "
              "scale.FIELD and scale.FIELD[STAGE] (FIELD one of t_f, t_b, t_w, t_comm, m_b, m_w)")
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")
 _MULTIPLE = re.compile(r"^(?P<k>\d+(?:\.\d+)?|\.\d+)\s*p$")
@@ -244,6 +248,11 @@ class _GridReader:
         if name in ("p", "m", "v"):
             if not isinstance(x, int) or isinstance(x, bool) or x < 1:
                 raise self.fail(line, f"axis {name!r}: {x!r} is not an integer >= 1")
+            return x
+        if name == "recompute_stages":
+            if not isinstance(x, int) or isinstance(x, bool) or x < 0:
+                raise self.fail(line, f"axis 'recompute_stages': {x!r} is not an integer "
+                                ">= 0 (how many stages, from the first, are recomputed)")
             return x
         if name == "placement":
             if x not in ("loop", "v"):
