@@ -457,7 +457,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def _write_outputs(args: argparse.Namespace, schedule: Schedule) -> None:
     from solver.render.svg import render_svg
-    from solver.render.torch_csv import render_torch_csv
+    from solver.render.torch_csv import dropped_note, render_torch_csv
     from solver.render.trace import render_trace
 
     makers: dict[str, Callable[[], str]] = {
@@ -469,13 +469,17 @@ def _write_outputs(args: argparse.Namespace, schedule: Schedule) -> None:
     for option, path in _outputs(args):
         write_atomically(path, makers[option](), option)
         log.info("wrote %s", path)
+        note = dropped_note(schedule) if option == "--csv" else None
+        if note:  # the file alone would not show that a runtime keeps every activation
+            print(f"ppsched: note: {path}: {note}", file=sys.stderr)
 
 
 def _print_grid(args: argparse.Namespace, schedule: Schedule) -> None:
     if args.grid:
         starts = [[op.start for op in rank] for rank in schedule.ranks]
         ends = [[op.end for op in rank] for rank in schedule.ranks]
-        print(time_grid(schedule.orders(), starts, ends))
+        print(time_grid(schedule.orders(), starts, ends,
+                        copy_lanes=schedule.profile.copy_lanes))
 
 
 def _umask() -> int:

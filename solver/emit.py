@@ -8,10 +8,19 @@ schedule is the simulator's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
-from solver.ops import FBOp, Op
+from solver.ops import FBOp, Op, lane_of, policy_of
 from solver.profile import Profile
-from solver.schedule import Schedule, ScheduledOp, ScheduleMetrics, SolverInfo, Status
+from solver.schedule import (
+    Lane,
+    Policy,
+    Schedule,
+    ScheduledOp,
+    ScheduleMetrics,
+    SolverInfo,
+    Status,
+)
 from solver.simulator import Simulation, validate
 
 
@@ -48,9 +57,17 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
     value = sim.metrics.objective(objective)
     best_bound = metrics.lower_bound
     construct = ScheduledOp.model_construct
+    # DESIGN.md 6.3: O/L name their copy lane and a non-keep activation's ops its policy;
+    # a keep-only schedule gets neither field, so its JSON is section 4's exactly.
+    policy = policy_of(sim.order)
+    copy_lanes = profile.copy_lanes
     ranks = [[construct(kind=op.kind, stage=op.stage, microbatch=op.microbatch,
                         start=start, end=end, stage_b=_fb_field(op, 0),
-                        microbatch_b=_fb_field(op, 1))
+                        microbatch_b=_fb_field(op, 1),
+                        lane=cast(Lane, lane_of(op.kind, copy_lanes))
+                        if op.kind in ("O", "L") else None,
+                        policy=cast(Policy | None, policy.get((op.stage, op.microbatch)))
+                        if policy else None)
               for op, start, end in zip(ops, sim.start[r], sim.end[r], strict=True)]
              for r, ops in enumerate(sim.order)]
     info = SolverInfo(status=status, objective=value, bound=best_bound,

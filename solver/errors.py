@@ -35,7 +35,10 @@ class Violation:
 
     Attributes:
         kind: ``unknown_op``, ``wrong_rank``, ``duplicate``, ``missing``, ``mixed_backward``,
-            ``deadlock`` or ``memory``.
+            ``deadlock`` or ``memory``; with activation policies (DESIGN.md 6.3) also
+            ``policy``, ``order``, ``host_memory``, and the timing rules of
+            `solver.lane_rules`: ``recompute_early``, ``late_recompute``, ``late_reload``,
+            ``lane_overlap``.
         message: one line saying what is wrong, with the numbers.
         rank: the rank the violation shows on, when there is one.
         position: the index in that rank's order, when there is one.

@@ -1,9 +1,7 @@
 """Timing with copy lanes (DESIGN.md 6.3), for orders that hold R, O or L ops.
 
-STAND-IN for the contract layer of issue 12 (branch policies-model owns the simulator
-with copy lanes): `solver.simulator.simulate` hands an order with policy ops here, so
-that the solver's policy choice can be tested and benchmarked end to end. An order
-without R/O/L never comes here: today's figures are untouched.
+`solver.simulator.simulate` hands an order with policy ops here. An order without R/O/L
+never comes here: today's figures are untouched.
 
 The rules, section 6.3 as written, plus one where it is silent:
 
@@ -18,17 +16,18 @@ The rules, section 6.3 as written, plus one where it is silent:
   and offload could never lower a peak;
 - memory over time: an increase at an op's start, a decrease at its end, ends before
   starts at one instant; host memory likewise (O adds at its start, L frees at its end);
-- ``shared_host_link`` groups are timed as if each rank had its own lanes (a limitation
-  of this stand-in, named in `Simulation.violations` never; callers that share links
-  should use policies-model's simulator).
+- ranks of a ``shared_host_link`` group share their copy lanes: their copies on a lane
+  run first come, first served (by ready time, ties to the lower rank), timed event by
+  event (`_time_shared_lanes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from solver.errors import Violation
+from solver.lane_rules import lane_keys, timing_violations
 from solver.ops import Op, lane_of, policy_of
 from solver.policy_fields import policy_fields
 from solver.profile import Problem
@@ -148,6 +147,10 @@ def time_lanes(problem: Problem, ranks: list[list[Op]],
         lanes.append(by_lane)
         trigger.append(issued)
     pointer = [dict.fromkeys(by_lane, 0) for by_lane in lanes]
+    if any(len(group) > 1 for group in fields.shared_host_link):
+        _time_shared_lanes(problem, ranks, lanes, trigger, pointer, start, end,
+                           dependencies, duration)
+        return start, end
     free = [dict.fromkeys(by_lane, 0.0) for by_lane in lanes]
     progress = True
     while progress:  # each pass times every op whose inputs are timed; ends when stuck
@@ -179,6 +182,57 @@ def time_lanes(problem: Problem, ranks: list[list[Op]],
                     pointer[r][lane] += 1
                     progress = True
     return start, end
+
+
+def _time_shared_lanes(problem: Problem, ranks: list[list[Op]],
+                       lanes: list[dict[str, list[int]]], trigger: list[list[int | None]],
+                       pointer: list[dict[str, int]], start: list[list[float | None]],
+                       end: list[list[float | None]],
+                       dependencies: Callable[[Op], list[tuple[Op, float]]],
+                       duration: Callable[[Op], float]) -> None:
+    """`time_lanes` when ranks share copy lanes (``shared_host_link``): event by event.
+
+    Copies of different ranks on a shared lane run first come, first served (by the time
+    each is ready, ties to the lower rank; DESIGN.md 6.3), so the next op to time is the
+    one that starts first over every lane's head. That is safe: an op whose inputs are
+    not timed yet starts no earlier than the earliest head that is ready, since its
+    inputs end after it. Each step scans the heads (ranks x lanes): slower than the
+    pass-based timing, so only shared links come here.
+    """
+    owner = lane_keys(problem)
+    free: dict[tuple[int, str], float] = {}
+    end_of: dict[Op, float] = {}
+    while True:
+        best: tuple[float, float, int, str, int] | None = None
+        for r, by_lane in enumerate(lanes):
+            for lane, positions in by_lane.items():
+                if pointer[r][lane] == len(positions):
+                    continue
+                i = positions[pointer[r][lane]]
+                ready = 0.0
+                for dep, latency in dependencies(ranks[r][i]):
+                    dep_end = end_of.get(dep)
+                    if dep_end is None:
+                        break
+                    ready = max(ready, dep_end + latency)
+                else:
+                    issue = trigger[r][i]
+                    issued_at = start[r][issue] if issue is not None else 0.0
+                    if issued_at is None:
+                        continue
+                    ready = max(ready, issued_at)
+                    key = (r if lane == "compute" else owner[r], lane)
+                    candidate = (max(free.get(key, 0.0), ready), ready, r, lane, i)
+                    if best is None or candidate[:3] < best[:3]:
+                        best = candidate
+        if best is None:
+            return  # every op timed, or the rest wait on each other (a deadlock)
+        begin, _, r, lane, i = best
+        op = ranks[r][i]
+        start[r][i], end[r][i] = begin, begin + duration(op)
+        end_of[op] = begin + duration(op)
+        free[(r if lane == "compute" else owner[r], lane)] = begin + duration(op)
+        pointer[r][lane] += 1
 
 
 def memory_changes(problem: Problem, op: Op, policy: dict[tuple[int, int], str],
@@ -240,6 +294,9 @@ def simulate_with_lanes(problem: Problem, ranks: list[list[Op]]) -> Simulation:
 
     violations = check_policy_ops(problem, ranks)
     start, end = time_lanes(problem, ranks)
+    # List scheduling keeps 6.3's timing rules by construction; checked all the same, so
+    # that a timing bug can never emit a schedule that breaks them.
+    violations += timing_violations(problem, ranks, start, end)
     stuck = [r for r, row in enumerate(start) if any(t is None for t in row)]
     for r in stuck:
         i = next(i for i, t in enumerate(start[r]) if t is None)

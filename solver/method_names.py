@@ -49,6 +49,17 @@ def resolve_method(name: str, known: dict[str, str] | None = None) -> str:
         known = methods()
     if name in known:
         return name
+    from solver.generators.recompute import recompute_name, split_recompute
+
+    recomputed = split_recompute(name)
+    if recomputed is not None:  # NAME+recompute[:K] (DESIGN.md 6.3): NAME resolved
+        base, stages = recomputed
+        schedules = {k: v for k, v in known.items() if k not in ("heuristic", "ilp")}
+        try:
+            return recompute_name(resolve_method(base, schedules), stages)
+        except ProfileError as exc:
+            raise ProfileError("method", name, f"a named schedule before '+recompute' "
+                               f"({exc.accepted})") from None
     lowered = {alias.lower(): alias for alias in TORCH_ALIASES}
     alias = lowered.get(name.lower())
     if alias is not None and TORCH_ALIASES[alias] in known:

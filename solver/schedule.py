@@ -21,11 +21,13 @@ from pydantic import (
 )
 
 from solver.errors import ProfileError
-from solver.ops import FBOp, Kind, Op
+from solver.ops import FBOp, Kind, Op, lane_of, policy_of
 from solver.profile import ACCEPTED, Problem, Profile, profile_error_from
 
 SCHEMA_VERSION = 1
 Status = Literal["optimal", "feasible", "heuristic", "infeasible", "timeout"]
+Lane = Literal["d2h", "h2d", "copy"]
+Policy = Literal["keep", "recompute", "offload"]
 
 
 class TimedFigures(Protocol):
@@ -53,7 +55,8 @@ class ScheduledOp(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     kind: Kind = Field(description="F, B (input gradient), W (weight gradient), BW (fused), "
-                       "or FB (F overlapped with a BW, DESIGN.md 6.4).")
+                       "FB (F overlapped with a BW, DESIGN.md 6.4), or R (recompute), O "
+                       "(offload, device to host), L (reload, host to device) (6.3).")
     stage: int = Field(ge=0, description="Global stage index (DESIGN.md section 1); "
                        "of the forward part for an FB.")
     microbatch: int = Field(ge=0, description="Microbatch index, 0..m-1.")
@@ -62,6 +65,10 @@ class ScheduledOp(BaseModel):
     stage_b: int | None = Field(None, ge=0, description="FB only: the BW part's stage.")
     microbatch_b: int | None = Field(None, ge=0,
                                      description="FB only: the BW part's microbatch.")
+    lane: Lane | None = Field(None, description="O and L only (DESIGN.md 6.3): the copy "
+                              "lane, d2h / h2d with 2 copy lanes, copy with 1.")
+    policy: Policy | None = Field(None, description="DESIGN.md 6.3: what the schedule does "
+                                  "with this (stage, microbatch)'s activation; absent: keep.")
 
     @model_validator(mode="after")
     def _check_fb(self) -> ScheduledOp:
@@ -71,15 +78,21 @@ class ScheduledOp(BaseModel):
         if self.kind != "FB" and any(has_b):
             raise ValueError(f"stage_b and microbatch_b belong to FB ops only, not "
                              f"{self.kind}")
+        if self.lane is not None and self.kind not in ("O", "L"):
+            raise ValueError(f"lane belongs to O and L ops only, not {self.kind}")
         return self
 
     @model_serializer(mode="wrap")
     def _drop_fb_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Ops other than FB keep the JSON of DESIGN.md section 4, without null FB fields.
+        # Ops other than FB keep the JSON of DESIGN.md section 4, without null FB fields;
+        # an op without lane or policy (a keep schedule's) writes neither.
         data: dict[str, Any] = handler(self)
         if self.kind != "FB":
             data.pop("stage_b", None)
             data.pop("microbatch_b", None)
+        for name in ("lane", "policy"):
+            if data.get(name, 0) is None:
+                del data[name]
         return data
 
     @property
@@ -154,7 +167,36 @@ class Schedule(BaseModel):
     def _check_order(self) -> Schedule:
         if self.microbatch_order is not None:
             self.problem()  # raises ProfileError unless a permutation of 0..m-1
+        self._check_lanes_and_policies()
         return self
+
+    def _check_lanes_and_policies(self) -> None:
+        """Each O/L's lane is the one its profile's ``copy_lanes`` gives, and each op's
+        policy is the one its (stage, microbatch)'s R or O implies (DESIGN.md 6.3).
+
+        Raises:
+            ProfileError: naming the op's field (``ranks.0.3.lane``), the value, and the
+                value its profile and ops imply.
+        """
+        has_fields = any(op.lane is not None or op.policy is not None
+                         for rank in self.ranks for op in rank)
+        if not has_fields:
+            return
+        implied = policy_of(self.orders())
+        copy_lanes = self.profile.copy_lanes
+        for r, rank in enumerate(self.ranks):
+            for i, op in enumerate(rank):
+                lane = lane_of(op.kind, copy_lanes)
+                if op.lane is not None and op.lane != lane:
+                    raise ProfileError(f"ranks.{r}.{i}.lane", op.lane,
+                                       f"'{lane}' for an {op.kind} with copy_lanes "
+                                       f"{copy_lanes}")
+                policy = implied.get((op.stage, op.microbatch), "keep")
+                if op.policy is not None and op.policy != policy:
+                    raise ProfileError(f"ranks.{r}.{i}.policy", op.policy,
+                                       f"'{policy}' for stage {op.stage} microbatch "
+                                       f"{op.microbatch} (an R means recompute, an O "
+                                       "offload, neither keep)")
 
     @model_serializer(mode="wrap")
     def _drop_absent_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -195,6 +237,9 @@ def parse_schedule(data: Any) -> Schedule:
         return Schedule.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
+        named = error.get("ctx", {}).get("error")
+        if isinstance(named, ProfileError):  # raised by a validator, field already named
+            raise named from None
         if error["loc"] and error["loc"][0] == "profile" and isinstance(data, dict):
             inner = profile_error_from(exc, data.get("profile"))
             # Re-root the field under 'profile' for the message.

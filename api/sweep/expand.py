@@ -14,6 +14,12 @@ impossible value is refused with its line. Rules (README "Sweeps"):
 - `microbatch_spread: sigma` gives the profile unequal microbatches (DESIGN.md 6.2): time
   and memory scales of a lognormal spread (`spread_scales`), applied before the memory
   limit, whose `kp` then counts the largest microbatch.
+- `offload_ratio: k` (DESIGN.md 6.3) comes last: `t_offload = t_reload = k (t_f + t_b)`
+  per stage of the cut model (`solver.offload_sizing.with_offload`).
+- `recompute_stages: K` runs each named schedule as `NAME+recompute:K` (0: NAME itself);
+  a profile that offers no recompute gets `m_ckpt: 0` (so `t_r` defaults to `t_f`).
+  `heuristic` and `ilp` choose their own policies: with K > 0 they are refused, naming
+  a filter that drops them.
 """
 
 from __future__ import annotations
@@ -39,8 +45,10 @@ from api.sweep.grid import (
 )
 from solver.chunking import with_chunks
 from solver.errors import ProfileError
+from solver.generators.recompute import recompute_name
+from solver.offload_sizing import with_offload
 from solver.profile import Profile, parse_profile
-from solver.solve import ILP
+from solver.solve import HEURISTIC, ILP
 
 MAX_ROWS = 200_000
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")
@@ -98,10 +106,13 @@ def expand_grid(grid: Grid, *, time_limit_s: float | None = None) -> list[Task]:
                 if isinstance(limit, float) and reference > 0 else None
             data = profile.model_dump(mode="json")
             for method in rows:
-                options = {"time_limit_s": limit_s} if method == ILP else {}
-                key = row_key(data, method, grid.objective, options)
-                tasks.setdefault(key, Task(key=key, config=config, profile=data, method=method,
-                                           objective=grid.objective, options=options))
+                method_data, solved = _with_recompute(grid, point, data, method,
+                                                      profile.problem.num_stages)
+                options = {"time_limit_s": limit_s} if solved == ILP else {}
+                key = row_key(method_data, solved, grid.objective, options)
+                tasks.setdefault(key, Task(key=key, config=config, profile=method_data,
+                                           method=solved, objective=grid.objective,
+                                           options=options))
     if not tasks:
         where = grid.filters_line if grid.filters else None
         why = (f"the filters drop all {considered} rows; loosen them" if grid.filters
@@ -205,6 +216,8 @@ def _resolve(grid: Grid, base: BaseProfile, point: dict[str, tuple[Axis, int]],
         profile = parse_profile(data)
         v = value.get("v", 1)
         profile = with_chunks(profile, v, value.get("placement") if v > 1 else None)
+        if "offload_ratio" in value:
+            profile = with_offload(profile, value["offload_ratio"])
     except ProfileError as exc:
         raise _impossible(grid, base, point, exc, line_of) from None
     return profile, reference
@@ -220,6 +233,34 @@ def spread_scales(m: int, sigma: float) -> list[float]:
     sizes = [x / mean for x in sizes]
     random.Random(m).shuffle(sizes)
     return sizes
+
+
+def _with_recompute(grid: Grid, point: dict[str, tuple[Axis, int]], data: dict[str, Any],
+                    method: str, num_stages: int) -> tuple[dict[str, Any], str]:
+    """The profile and method of one row under the `recompute_stages` axis (see the
+    module docstring); the row as it is without the axis or at 0.
+
+    Raises:
+        GridError: K over the model's stages, or K > 0 for heuristic or ilp.
+    """
+    if "recompute_stages" not in point:
+        return data, method
+    axis, i = point["recompute_stages"]
+    stages = axis.values[i]
+    if stages == 0:
+        return data, method
+    line = axis.value_lines[i]
+    if method in (HEURISTIC, ILP):
+        raise GridError(grid.path, line, f"axis 'recompute_stages': {stages} applies to "
+                        f"named schedules (NAME+recompute:K), not {method!r}, which chooses "
+                        "its own policies; add a filter such as \"recompute_stages == 0 or "
+                        f"method != '{method}'\"")
+    if stages > num_stages:
+        raise GridError(grid.path, line, f"axis 'recompute_stages': {stages} is over the "
+                        f"{num_stages} stages of the model (p*v); give 0..{num_stages}, or a "
+                        "filter that drops the row")
+    offers = any(data.get(name) is not None for name in ("t_r", "m_ckpt"))
+    return (data if offers else {**data, "m_ckpt": 0.0}), recompute_name(method, stages)
 
 
 def _scale(grid: Grid, data: dict[str, Any], field: str, stage: str | None, factor: float,

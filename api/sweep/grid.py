@@ -28,9 +28,13 @@ FIELD_AXES = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
 SCALE_FIELDS = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
 SPREAD_AXIS = "microbatch_spread"
 """Unequal microbatches (DESIGN.md 6.2): the sigma of their lognormal sizes (0: alike)."""
-NAMED_AXES = ("p", "m", "v", "placement", "memory_limit", *FIELD_AXES, SPREAD_AXIS)
+POLICY_AXES = ("offload_ratio", "recompute_stages")
+"""Activation policies (DESIGN.md 6.3): offload at a time ratio k, or the first K stages
+of a named schedule recomputed (api.sweep.expand applies them)."""
+NAMED_AXES = ("p", "m", "v", "placement", "memory_limit", *FIELD_AXES, SPREAD_AXIS,
+              *POLICY_AXES)
 AXIS_HELP = ("p, m, v, placement, memory_limit, t_f, t_b, t_w, t_comm, m_b, m_w, "
-             f"{SPREAD_AXIS}, "
+             f"{SPREAD_AXIS}, offload_ratio, recompute_stages, "
              "scale.FIELD and scale.FIELD[STAGE] (FIELD one of t_f, t_b, t_w, t_comm, m_b, m_w)")
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")
 _MULTIPLE = re.compile(r"^(?P<k>\d+(?:\.\d+)?|\.\d+)\s*p$")
@@ -247,6 +251,11 @@ class _GridReader:
         if name in ("p", "m", "v"):
             if not isinstance(x, int) or isinstance(x, bool) or x < 1:
                 raise self.fail(line, f"axis {name!r}: {x!r} is not an integer >= 1")
+            return x
+        if name == "recompute_stages":
+            if not isinstance(x, int) or isinstance(x, bool) or x < 0:
+                raise self.fail(line, f"axis 'recompute_stages': {x!r} is not an integer "
+                                ">= 0 (how many stages, from the first, are recomputed)")
             return x
         if name == "placement":
             if x not in ("loop", "v"):

@@ -76,11 +76,21 @@ def register(name: str, summary: str, num_chunks: tuple[int, ...] = (1,),
 
 
 def get_generator(name: str) -> Generator:
-    """The generator called `name`; a ProfileError lists the valid names otherwise."""
+    """The generator called `name`; a ProfileError lists the valid names otherwise.
+
+    ``NAME+recompute`` and ``NAME+recompute:K`` are NAME followed by the recompute pass
+    (`solver.generators.recompute`, DESIGN.md 6.3).
+    """
+    recomputed = split_recompute(name)
+    if recomputed is not None:
+        base, stages = recomputed
+        return with_recompute(get_generator(base), stages)
     try:
         return REGISTRY[name]
     except KeyError:
-        raise ProfileError("method", name, "one of " + ", ".join(sorted(REGISTRY))) from None
+        raise ProfileError("method", name, "one of " + ", ".join(sorted(REGISTRY))
+                           + ", or any of them + '+recompute' (every stage) or "
+                           "'+recompute:K' (the first K stages)") from None
 
 
 # Registration happens on import of the modules that define generators.
@@ -88,6 +98,8 @@ from solver.generators import (  # noqa: E402, F401
     classic,
     dualpipe_v,
     interleaved,
+    pipeoffload,
     v_shape,
     zero_bubble,
 )
+from solver.generators.recompute import split_recompute, with_recompute  # noqa: E402

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from solver.errors import Violation
-from solver.ops import Op
+from solver.ops import Op, lane_of
 
 _MAX_STEPS = 48  # columns of the order grid; wider schedules show a window around errors
 
@@ -48,11 +48,14 @@ def order_grid(order: Sequence[Sequence[Op]], violations: Sequence[Violation] = 
 
 
 def time_grid(order: Sequence[Sequence[Op]], start: Sequence[Sequence[float | None]],
-              end: Sequence[Sequence[float | None]], max_columns: int = 160) -> str:
+              end: Sequence[Sequence[float | None]], max_columns: int = 160,
+              copy_lanes: int = 2) -> str:
     """One row per rank along a time axis: each op fills its duration, idle is ``.``.
 
     The time unit of one column is the shortest op's duration, or coarser when the chart
-    would be wider than `max_columns`; each op then takes at least one column.
+    would be wider than `max_columns`; each op then takes at least one column. A rank's
+    copies (O, L; DESIGN.md 6.3) run beside its compute, so each copy lane it uses gets a
+    row of its own under it (``d2h``, ``h2d``, or ``copy`` with `copy_lanes` 1).
     """
     multi = _multi_stage(order)
     durations = [e - s for st, en in zip(start, end, strict=True)
@@ -69,20 +72,35 @@ def time_grid(order: Sequence[Sequence[Op]], start: Sequence[Sequence[float | No
     lines = [f"{'':<{label}}   one column of {width} characters = {unit:g} time units; "
              "'.' is idle"]
     for r, ops in enumerate(order):
-        row = []
-        column = 0
-        for op, s, e in zip(ops, start[r], end[r], strict=True):
-            if s is None or e is None:
-                break
-            first = round((s - origin) / unit)
-            last = max(first + 1, round((e - origin) / unit))
-            if first > column:
-                row.append(("." + " " * (width - 1)) * (first - column))
-            text = _cell(op, multi)
-            row.append(f"{text:<{width}}" + ("-" * (width - 1) + " ") * (last - first - 1))
-            column = last
-        lines.append(f"{'rank ' + str(r):<{label}} | " + "".join(row).rstrip())
+        lanes: dict[str, list[int]] = {"compute": []}  # a rank's row even when idle
+        for i, op in enumerate(ops):
+            lanes.setdefault(lane_of(op.kind, copy_lanes), []).append(i)
+        for lane in ("compute", "d2h", "h2d", "copy"):
+            if lane not in lanes:
+                continue
+            name = f"rank {r}" if lane == "compute" else lane
+            row = _time_row([(ops[i], start[r][i], end[r][i]) for i in lanes[lane]],
+                            origin, unit, width, multi)
+            lines.append(f"{name:<{label}} | " + row)
     return "\n".join(lines)
+
+
+def _time_row(timed: Sequence[tuple[Op, float | None, float | None]], origin: float,
+              unit: float, width: int, multi: bool) -> str:
+    """One lane's ops on the time axis of `time_grid`."""
+    row = []
+    column = 0
+    for op, s, e in timed:
+        if s is None or e is None:
+            break
+        first = round((s - origin) / unit)
+        last = max(first + 1, round((e - origin) / unit))
+        if first > column:
+            row.append(("." + " " * (width - 1)) * (first - column))
+        text = _cell(op, multi)
+        row.append(f"{text:<{width}}" + ("-" * (width - 1) + " ") * (last - first - 1))
+        column = last
+    return "".join(row).rstrip()
 
 
 def _multi_stage(order: Sequence[Sequence[Op]]) -> bool:

@@ -2,6 +2,8 @@
 
 Self-contained and deterministic (no scripts, fonts or timestamps): a header with the
 headline figures, a legend, the lanes at real start/end times, and a rounded time axis.
+A rank with copies (O, L; DESIGN.md 6.3) gets a thinner row per copy lane under its
+compute lane; R runs on the compute lane.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import math
 import re
 from xml.sax.saxutils import escape
 
-from solver.ops import KINDS, Kind
+from solver.ops import KINDS, Kind, lane_of
 from solver.render.sizes import input_microbatch, microbatch_sizes, size_label
 from solver.schedule import Schedule, ScheduledOp
 
@@ -22,6 +24,7 @@ _HEADER = 52.0  # two header lines
 _LEGEND = 28.0
 _LANE = 24.0
 _LANE_GAP = 6.0
+_COPY_LANE = 14.0  # a copy lane's row under its rank (DESIGN.md 6.3)
 _AXIS = 46.0  # ticks, their labels and the "time" label
 _FONT = 12
 _OP_FONT = 10
@@ -33,6 +36,9 @@ _KIND_TO_COLOUR: dict[Kind, str] = {
     "W": "#e69b2d",  # amber
     "BW": "#8263b5",  # purple
     "FB": "#c4504a",  # red: an F overlapped with a BW (DESIGN.md 6.4)
+    "R": "#7fb3e0",  # light blue: a forward again (DESIGN.md 6.3)
+    "O": "#6b6b6b",  # greys: copies to the host and back
+    "L": "#a8a8a8",
 }
 _KIND_TO_NAME: dict[Kind, str] = {
     "F": "F forward",
@@ -40,6 +46,9 @@ _KIND_TO_NAME: dict[Kind, str] = {
     "W": "W backward (weights)",
     "BW": "BW backward (fused)",
     "FB": "FB forward & backward (overlapped)",
+    "R": "R recompute",
+    "O": "O offload (to host)",
+    "L": "L reload (from host)",
 }
 # The last chunk of a rank is this far from its kind's colour towards white.
 _MAX_LIGHTEN = 0.55
@@ -73,9 +82,13 @@ def render_svg(schedule: Schedule) -> str:
     def x_of(t: float) -> float:
         return _LEFT + (t - origin) / total * _PLOT_WIDTH
 
-    num_ranks = len(schedule.ranks)
     top = _HEADER + _LEGEND
-    lanes_bottom = top + num_ranks * (_LANE + _LANE_GAP)
+    copy_rows = _copy_rows(schedule)
+    rank_top: list[float] = []
+    lanes_bottom = top
+    for rows in copy_rows:
+        rank_top.append(lanes_bottom)
+        lanes_bottom += _LANE + len(rows) * _COPY_LANE + _LANE_GAP
     width = _LEFT + _PLOT_WIDTH + _RIGHT
     height = lanes_bottom + _AXIS
     out = [
@@ -85,7 +98,7 @@ def render_svg(schedule: Schedule) -> str:
         f'<rect class="background" width="{width:g}" height="{height:g}" fill="#ffffff"/>',
     ]
     out += _header(schedule)
-    kinds = [k for k in (*KINDS, "FB") if any(op.kind == k for op in ops)]
+    kinds = [k for k in (*KINDS, "FB", "R", "O", "L") if any(op.kind == k for op in ops)]
     out += _legend(kinds, num_chunks)
 
     # Grid lines first, so that ops are drawn over them.
@@ -99,16 +112,24 @@ def render_svg(schedule: Schedule) -> str:
 
     # Lanes.
     for r, rank_ops in enumerate(schedule.ranks):
-        y = top + r * (_LANE + _LANE_GAP)
+        y = rank_top[r]
         out.append(f'<text x="{_LEFT - 8:g}" y="{y + _LANE / 2 + 4:g}" text-anchor="end">'
                    f"rank {r}</text>")
+        for row, lane in enumerate(copy_rows[r]):
+            out.append(f'<text class="lane" x="{_LEFT - 8:g}" y="'
+                       f'{y + _LANE + row * _COPY_LANE + _COPY_LANE / 2 + 3.5:g}" '
+                       f'font-size="{_OP_FONT}" text-anchor="end" fill="#555555">'
+                       f"{lane}</text>")
         stages = rank_to_stages[r] if r < len(rank_to_stages) else ()
         for op in rank_ops:
+            y, height = _row_of(op, schedule, rank_top[r], copy_rows[r])
             start, end = _start(op), _end(op)
             x0, x1 = x_of(start), x_of(end)
             chunk = stages.index(op.stage) if op.stage in stages else 0
             fill = _shade(_KIND_TO_COLOUR[op.kind], chunk, num_chunks)
             tip = f"rank {r}: {op.kind}{op.microbatch} stage {op.stage} [{_t(start)}, {_t(end)}]"
+            if op.kind in ("O", "L"):
+                tip = f"rank {r} {_lane(op, schedule)} lane: {tip.split(': ', 1)[1]}"
             if op.kind == "FB":  # one box, both parts named
                 tip = (f"rank {r}: FB = F{op.microbatch} stage {op.stage} & BW"
                        f"{op.microbatch_b} stage {op.stage_b} [{_t(start)}, {_t(end)}]")
@@ -116,7 +137,7 @@ def render_svg(schedule: Schedule) -> str:
                 tip += (f", size {size_label(sizes[op.microbatch])} the mean, input "
                         f"microbatch {input_microbatch(schedule, op.microbatch)}")
             out.append(f'<rect class="op" data-kind="{op.kind}" x="{x0:.2f}" y="{y:g}" '
-                       f'width="{max(x1 - x0, 0.0):.2f}" height="{_LANE:g}" fill="{fill}" '
+                       f'width="{max(x1 - x0, 0.0):.2f}" height="{height:g}" fill="{fill}" '
                        f'stroke="#ffffff" stroke-width="0.5"><title>{_esc(tip)}</title></rect>')
             label = str(op.microbatch)
             if op.kind == "FB":
@@ -127,7 +148,7 @@ def render_svg(schedule: Schedule) -> str:
                     label = sized
             if x1 - x0 >= len(label) * _CHAR_WIDTH + 6:
                 label = _esc(label)
-                out.append(f'<text x="{(x0 + x1) / 2:.2f}" y="{y + _LANE / 2 + 3.5:g}" '
+                out.append(f'<text x="{(x0 + x1) / 2:.2f}" y="{y + height / 2 + 3.5:g}" '
                            f'font-size="{_OP_FONT}" text-anchor="middle" '
                            f'fill="{_text_colour(fill)}" pointer-events="none">{label}</text>')
 
@@ -146,6 +167,27 @@ def render_svg(schedule: Schedule) -> str:
                'text-anchor="middle" fill="#555555">time</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _copy_rows(schedule: Schedule) -> list[list[str]]:
+    """For each rank, the copy lanes its O and L ops run on, in a fixed order."""
+    return [[lane for lane in ("d2h", "h2d", "copy")
+             if any(_lane(op, schedule) == lane for op in rank if op.kind in ("O", "L"))]
+            for rank in schedule.ranks]
+
+
+def _lane(op: ScheduledOp, schedule: Schedule) -> str:
+    """An O/L's lane: as the JSON states it, else as its profile's copy_lanes gives."""
+    return op.lane or lane_of(op.kind, schedule.profile.copy_lanes)
+
+
+def _row_of(op: ScheduledOp, schedule: Schedule, top: float, copy_rows: list[str],
+            ) -> tuple[float, float]:
+    """The y and height of `op`'s box: the rank's compute lane, or its copy lane's row."""
+    if op.kind not in ("O", "L"):
+        return top, _LANE
+    row = copy_rows.index(_lane(op, schedule))
+    return top + _LANE + row * _COPY_LANE, _COPY_LANE - 1
 
 
 def _fb_label(op: ScheduledOp, room: float) -> str:

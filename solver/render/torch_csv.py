@@ -3,6 +3,10 @@
 One row per rank, one action per cell, as ``PipelineScheduleMulti._dump_csv`` writes and
 ``_load_csv`` reads (``str(_Action)``: stage, action, microbatch). Our ``B`` is torch's
 ``I`` and our ``BW`` is torch's ``B`` (DESIGN.md section 4).
+
+torch's CSV has no recompute or copy actions (DESIGN.md 6.3): writing drops ``R``, ``O``
+and ``L``, and `dropped_note` says what was dropped (the CLI prints it on stderr, the
+service sends it in a header), since the file alone would not show it.
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from solver.ops import Op, op_from_torch
 from solver.schedule import Schedule
@@ -27,6 +32,9 @@ _OVERLAP = re.compile(r"^\((.*)\)OVERLAP_F_B$")
 def render_torch_csv(schedule_or_orders: Schedule | Sequence[Sequence[Op]]) -> str:
     """torch's per-rank CSV of a schedule: one line per rank, e.g. ``0F0,0F1,0I0,0W0``.
 
+    ``R``, ``O`` and ``L`` ops are left out (torch has no such actions; see
+    `dropped_note`).
+
     Args:
         schedule_or_orders: a Schedule, or per-rank op orders (``list[list[Op]]``).
 
@@ -40,8 +48,32 @@ def render_torch_csv(schedule_or_orders: Schedule | Sequence[Sequence[Op]]) -> s
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     for ops in orders:
-        writer.writerow([op.to_torch() for op in ops])
+        writer.writerow([op.to_torch() for op in ops if op.kind not in DROPPED_KINDS])
     return buffer.getvalue()
+
+
+# Activation-policy ops (DESIGN.md 6.3) torch's CSV cannot express.
+DROPPED_KINDS = ("R", "O", "L")
+
+
+def dropped_note(schedule_or_orders: Schedule | Sequence[Sequence[Op]]) -> str | None:
+    """What `render_torch_csv` leaves out of this schedule, in one line; None when
+    nothing (a schedule without recompute or offload)."""
+    if isinstance(schedule_or_orders, Schedule):
+        orders: Sequence[Sequence[Op]] = schedule_or_orders.orders()
+    else:
+        orders = schedule_or_orders
+    counts = Counter(str(op.kind) for ops in orders for op in ops if op.kind in DROPPED_KINDS)
+    return note_of_counts(counts)
+
+
+def note_of_counts(counts: Mapping[str, int]) -> str | None:
+    """The note of `dropped_note` from counts of dropped kinds."""
+    if not any(counts.values()):
+        return None
+    listed = ", ".join(f"{counts[k]} {k}" for k in DROPPED_KINDS if counts.get(k))
+    return (f"torch CSV drops {listed} ops: it has no recompute (R) or offload/reload "
+            "(O/L) actions, so a runtime reading it keeps every activation")
 
 
 def parse_torch_csv(text: str) -> list[list[Op]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from solver.ops import lane_of
 from solver.render.sizes import input_microbatch, microbatch_sizes
 from solver.schedule import Schedule, ScheduledOp
 
@@ -32,14 +33,32 @@ def _size_args(schedule: Schedule, sizes: tuple[float, ...] | None,
             "input_microbatch": input_microbatch(schedule, op.microbatch)}
 
 
+_LANES = ("d2h", "h2d", "copy")
+
+
+def _lane(op: ScheduledOp, schedule: Schedule) -> str:
+    """An O/L's copy lane: as the JSON states it, else as the profile's copy_lanes gives."""
+    return op.lane or lane_of(op.kind, schedule.profile.copy_lanes)
+
+
+def _copy_threads(schedule: Schedule) -> dict[tuple[int, str], int]:
+    """The thread id of each (rank, copy lane) that runs copies: after every rank's own
+    id, so that a rank's compute thread keeps ``tid`` = rank."""
+    used = sorted({(r, _lane(op, schedule)) for r, rank in enumerate(schedule.ranks)
+                   for op in rank if op.kind in ("O", "L")},
+                  key=lambda x: (x[0], _LANES.index(x[1])))
+    return {key: len(schedule.ranks) + n for n, key in enumerate(used)}
+
+
 def render_trace(schedule: Schedule) -> dict[str, Any]:
     """The Chrome trace-event JSON object of `schedule` (``json.dumps`` it to save).
 
     One process named after the profile, one thread per rank (``tid`` = rank, named
-    ``rank r``), and one complete event (``"ph": "X"``) per op, named like ``F3`` (``F3s5``
-    when ranks run several stages), with ``cat`` the op kind and ``args`` its stage,
-    microbatch and kind (and, with unequal microbatches, ``microbatch_size`` relative to
-    the mean and ``input_microbatch``).
+    ``rank r``) and one per copy lane a rank uses (named ``rank r d2h``, DESIGN.md 6.3;
+    R stays on its rank's thread), and one complete event (``"ph": "X"``) per op, named
+    like ``F3`` (``F3s5`` when ranks run several stages), with ``cat`` the op kind and
+    ``args`` its stage, microbatch and kind (and, with unequal microbatches,
+    ``microbatch_size`` relative to the mean and ``input_microbatch``).
 
     Raises:
         ValueError: when an op has no start or end (re-time the orders with
@@ -51,20 +70,33 @@ def render_trace(schedule: Schedule) -> dict[str, Any]:
         {"name": "process_name", "ph": "M", "pid": _PID, "tid": 0,
          "args": {"name": f"{profile.label}: {schedule.method}"}},
     ]
-    for r in range(len(schedule.ranks)):
+    num_ranks = len(schedule.ranks)
+    copies = _copy_threads(schedule)
+    for r in range(num_ranks):
+        # Without a sort index viewers order tracks by name, putting rank 10 before rank 2.
+        # With copy lanes each rank's lanes sort right under it (DESIGN.md 6.3).
+        slots = 1 + len(_LANES) if copies else 1
         events.append({"name": "thread_name", "ph": "M", "pid": _PID, "tid": r,
                        "args": {"name": f"rank {r}"}})
-        # Without a sort index viewers order tracks by name, putting rank 10 before rank 2.
         events.append({"name": "thread_sort_index", "ph": "M", "pid": _PID, "tid": r,
-                       "args": {"sort_index": r}})
+                       "args": {"sort_index": r * slots}})
+        for lane in _LANES:
+            if (r, lane) in copies:
+                tid = copies[(r, lane)]
+                events.append({"name": "thread_name", "ph": "M", "pid": _PID, "tid": tid,
+                               "args": {"name": f"rank {r} {lane}"}})
+                events.append({"name": "thread_sort_index", "ph": "M", "pid": _PID,
+                               "tid": tid, "args": {
+                                   "sort_index": r * slots + 1 + _LANES.index(lane)}})
     schedule.require_times()
     sizes = microbatch_sizes(schedule)  # None: alike microbatches, no size in the args
     for r, rank in enumerate(schedule.ranks):
         for op in rank:
             assert op.start is not None and op.end is not None  # required above
+            tid = copies[(r, _lane(op, schedule))] if op.kind in ("O", "L") else r
             events.append({
                 "name": op.op.cell(with_stage=multi_stage), "cat": op.kind, "ph": "X",
-                "pid": _PID, "tid": r,
+                "pid": _PID, "tid": tid,
                 "ts": op.start * _US_PER_UNIT, "dur": (op.end - op.start) * _US_PER_UNIT,
                 "args": {"stage": op.stage, "microbatch": op.microbatch, "kind": op.kind,
                          **_fb_args(op), **_size_args(schedule, sizes, op)},

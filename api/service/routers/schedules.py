@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from collections import Counter
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
@@ -21,6 +23,7 @@ from api.service.schemas import (
 from api.service.solving import SolveSpec, is_synchronous, spec_from_request
 from api.service.worker import render_view, solve_body
 from solver.errors import ProfileError, SolverError
+from solver.render.torch_csv import note_of_counts
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 
@@ -113,9 +116,24 @@ async def schedule_svg(schedule_id: ScheduleId, state: State) -> Response:
                        404: {"model": ErrorBody}})
 async def schedule_csv(schedule_id: ScheduleId, state: State) -> Response:
     """One line per rank (`0F3`; our B written I, our BW written B), as torch's
-    `_load_csv` reads it."""
+    `_load_csv` reads it. R, O and L ops (DESIGN.md 6.3) have no torch action: they are
+    left out, and the X-Ppsched-Csv-Dropped header says how many."""
     text = await _view(state, schedule_id, "csv")
-    return Response(text, media_type="text/csv")
+    note = await asyncio.to_thread(_csv_dropped_note, state, schedule_id)
+    headers = {DROPPED_HEADER: note} if note else None
+    return Response(text, media_type="text/csv", headers=headers)
+
+
+# DESIGN.md 6.3: torch's CSV has no R, O or L; this header says what the CSV left out.
+DROPPED_HEADER = "X-Ppsched-Csv-Dropped"
+_POLICY_KIND = re.compile(r'"kind":\s*"([ROL])"')
+
+
+def _csv_dropped_note(state: ServiceState, schedule_id: str) -> str | None:
+    # The stored body is the service's own compact JSON: counting the R/O/L kinds in its
+    # text spares parsing 10^5 ops on the event loop's thread pool.
+    counts = Counter(_POLICY_KIND.findall(_stored(state, schedule_id)))
+    return note_of_counts(counts)
 
 
 @router.get("/{schedule_id}/trace", summary="The schedule as a Chrome/Perfetto trace",
