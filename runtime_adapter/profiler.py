@@ -9,6 +9,13 @@ exceed ``m_b``: see DESIGN.md 6.1). That is exact for the
 tensors themselves and leaves out allocator rounding, caches and workspaces. ``t_comm`` is
 half the round trip of one activation between ranks 0 and 1 (needs two processes).
 
+With ``policies`` (``--policies``) it also measures what the activation policies need
+(DESIGN.md 6.3), with the executor's own R, O and L (`StageRunner`): ``t_r`` the
+recompute before B, ``m_ckpt`` the input a recomputed F keeps, ``t_offload`` and
+``t_reload`` the copies of what autograd saved to host memory and back, and ``m_keep``
+what stays on the device meanwhile (the stage's input, which F's caller holds); the
+bytes copied are written in the description.
+
 Run it::
 
     python -m runtime_adapter.profiler --ranks 2 --microbatches 8 -o profile.json
@@ -32,6 +39,7 @@ import torch.distributed as dist
 from torch import nn
 
 from runtime_adapter.stage import LossFn, StageRunner
+from runtime_adapter.values import flatten
 from solver.errors import ProfileError
 from solver.profile import parse_profile
 
@@ -79,7 +87,7 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
                    target: torch.Tensor, *, num_ranks: int, num_microbatches: int,
                    num_chunks: int = 1, placement: str | None = None, t_comm: float = 0.0,
                    memory_limit: float | None = None, warmup: int = 2, iters: int = 5,
-                   name: str | None = None) -> dict[str, Any]:
+                   name: str | None = None, policies: bool = False) -> dict[str, Any]:
     """Measure every stage on this process's device and return a profile JSON object.
 
     Args:
@@ -92,6 +100,8 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
             profile (DESIGN.md section 2).
         t_comm: the latency to write (see `measure_t_comm`), ms.
         warmup, iters: untimed and timed rounds; each figure is the median of `iters`.
+        policies: also measure ``t_r``, ``m_ckpt``, ``t_offload``, ``t_reload`` and
+            ``m_keep`` (see the module docstring).
 
     Raises:
         ValueError: the number of stages is not ``num_ranks * num_chunks``, or a count < 1.
@@ -134,6 +144,8 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
             t, _ = timer.time_ms(lambda r=runner: r.backward_weight(0))
             if timed:
                 times["W"][s].append(t)
+    measured = _measure_policies(runners, example_input, target, timer, warmup, iters) \
+        if policies else None
     for module in stages:
         module.zero_grad(set_to_none=True)
     # m_w is written as measured, never clamped to m_b (DESIGN.md 6.1 allows m_w > m_b):
@@ -163,8 +175,70 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
     }
     if num_chunks > 1:
         profile["placement"] = placement
+    if measured is not None:
+        copied = measured.pop("bytes")
+        profile.update(measured)
+        profile["description"] += (
+            "; policies measured with the executor's R, O and L (copies to host memory: "
+            + ", ".join(f"{b / MIB:.3g}" for b in copied) + " MiB per stage)")
     parse_profile(profile)  # the solver must accept it as is
     return profile
+
+
+def _measure_policies(runners: Sequence[StageRunner], example_input: torch.Tensor,
+                      target: torch.Tensor, timer: _Timer, warmup: int, iters: int,
+                      ) -> dict[str, Any]:
+    """Per stage: the medians of R's, O's and L's times (ms), the bytes a recomputed F
+    keeps and an offloaded one leaves on the device (MiB), and the bytes O copies.
+
+    Each stage runs on its own input from a plain forward pass; B gets a gradient of
+    ones (its value does not change the times), and W runs to leave nothing held.
+    """
+    num_stages = len(runners)
+    inputs: list[torch.Tensor] = []
+    x: Any = example_input
+    for runner in runners:
+        inputs.append(x)
+        out = runner.forward(0, x, target if runner.is_last else None)
+        _finish(runner, out)
+        x = out
+    times: dict[str, list[list[float]]] = {k: [[] for _ in range(num_stages)]
+                                           for k in ("R", "O", "L")}
+    copied = [0] * num_stages
+    for round_ in range(warmup + iters):
+        timed = round_ >= warmup
+        for s, runner in enumerate(runners):
+            goal = target if runner.is_last else None
+            out = runner.forward(0, inputs[s], goal, policy="recompute")
+            t_r, _ = timer.time_ms(lambda r=runner: r.recompute(0))
+            _finish(runner, out)
+            out = runner.forward(0, inputs[s], goal, policy="offload")
+            copied[s] = sum(box.tensor.untyped_storage().nbytes()
+                            for box in runner._offloaded[0])
+            t_o, _ = timer.time_ms(lambda r=runner: r.offload(0))
+            t_l, _ = timer.time_ms(lambda r=runner: r.reload(0))
+            _finish(runner, out)
+            if timed:
+                times["R"][s].append(t_r)
+                times["O"][s].append(t_o)
+                times["L"][s].append(t_l)
+    kept = [_r(sum(t.untyped_storage().nbytes() for t in _tensors(x) if t.is_floating_point())
+               / MIB) for x in inputs]
+    return {"t_r": [_r(statistics.median(v)) for v in times["R"]], "m_ckpt": kept,
+            "t_offload": [_r(statistics.median(v)) for v in times["O"]],
+            "t_reload": [_r(statistics.median(v)) for v in times["L"]], "m_keep": kept,
+            "bytes": copied}
+
+
+def _finish(runner: StageRunner, out: Any) -> None:
+    """B (with a gradient of ones) and W of microbatch 0, so the runner holds nothing."""
+    grad = None if runner.is_last else torch.ones_like(out)
+    runner.backward_input(0, grad)
+    runner.backward_weight(0)
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    return flatten(x, "input")[1]
 
 
 def measure_t_comm(shape: Sequence[int], dtype: torch.dtype = torch.float32, *,
@@ -212,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
     parser.add_argument("--memory-limit", type=float, default=None, help="MiB per rank")
+    parser.add_argument("--policies", action="store_true", help="also measure t_r, m_ckpt, "
+                        "t_offload, t_reload and m_keep (recompute and offload)")
     parser.add_argument("-o", "--output", required=True, help="profile JSON to write")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -244,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stages, inputs[0].to(device), mse_loss, targets[0].to(device),
             num_ranks=args.ranks, num_microbatches=args.microbatches, num_chunks=args.chunks,
             placement=args.placement, t_comm=t_comm, memory_limit=args.memory_limit,
-            iters=args.iters)
+            iters=args.iters, policies=args.policies)
         with open(args.output, "w") as f:
             json.dump(profile, f, indent=2)
             f.write("\n")

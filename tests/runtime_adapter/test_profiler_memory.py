@@ -31,3 +31,21 @@ def test_gpt_embedding_stage_has_m_w_above_m_b_and_the_solver_accepts_it() -> No
         # These split B from W, so rank 0 plans for the stash as measured.
         assert any(op.kind == "W" for op in schedule.orders()[0])
         assert schedule.metrics.peak_memory[0] >= m_w[0]
+
+
+def test_profiler_measures_what_recompute_and_offload_need() -> None:
+    from runtime_adapter.model import example_batch, mlp_stages, mse_loss
+
+    stages = mlp_stages(2, hidden=32, layers_per_stage=2, seed=0)
+    inputs, targets = example_batch(1, hidden=32, microbatch_size=8)
+    profile = profile_stages(stages, inputs[0], mse_loss, targets[0], num_ranks=2,
+                             num_microbatches=4, warmup=0, iters=2, policies=True)
+    input_mib = 8 * 32 * 4 / MIB  # one microbatch of the stage input, fp32
+    assert profile["m_ckpt"] == profile["m_keep"]
+    assert all(abs(x - input_mib) < 1e-6 for x in profile["m_ckpt"])
+    for field in ("t_r", "t_offload", "t_reload"):
+        assert len(profile[field]) == 2 and all(t > 0 for t in profile[field]), field
+    assert "copies to host memory" in profile["description"]
+    # The profile offers recompute and offload: below 1F1B's memory the solver uses them.
+    schedule = solve(parse_profile({**profile, "memory_limit": 1.2 * max(profile["m_b"])}))
+    assert {op.kind for ops in schedule.orders() for op in ops} & {"R", "O"}
