@@ -151,8 +151,10 @@ class StageRunner:
             keep = {id(p) for p in self.module.parameters()}
 
             def pack(t: torch.Tensor) -> torch.Tensor | HostCopy:
-                # Parameters stay put: they are not the activation, and live on anyway.
-                if id(t) in keep or isinstance(t, nn.Parameter):
+                # Parameters and the stage's input (the leaves `_run` makes, which F's
+                # record holds for B: m_keep) stay put; copying them would free nothing.
+                if id(t) in keep or isinstance(t, nn.Parameter) or \
+                        (t.is_leaf and t.requires_grad):
                     return t
                 box = HostCopy(t)
                 saved.append(box)

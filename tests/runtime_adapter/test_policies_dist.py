@@ -106,3 +106,53 @@ def test_policy_ops_out_of_order_are_named() -> None:
     runner.forward(1, torch.randn(2, 8), policy="recompute")
     with pytest.raises(RuntimeError, match=r"B of stage 0 microbatch 1 before its F \(or its R\)"):
         runner.backward_input(1, torch.randn(2, 8))
+
+
+def test_saved_activations_leave_the_device_as_the_policy_says() -> None:
+    """What F leaves on the device until B, measured: keep holds every saved tensor;
+    recompute holds none (only the input it was given); offload holds them until O, and
+    after O the device copies are gone (nothing refers to them) until L."""
+    import gc
+    import weakref
+
+    module = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
+    x = torch.randn(32, 64)
+    saved: list[weakref.ref[torch.Tensor]] = []
+
+    def count(t: torch.Tensor) -> torch.Tensor:
+        if not isinstance(t, nn.Parameter):
+            saved.append(weakref.ref(t))
+        return t
+
+    # Keep: F's graph holds its saved tensors (counted by an outer hook).
+    keep = _runner(module)
+    with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
+        keep.forward(0, x)
+    gc.collect()
+    assert saved and all(ref() is not None for ref in saved)
+    # Recompute: F runs without a graph, so autograd saves nothing.
+    saved.clear()
+    recompute = _runner(module)
+    with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
+        recompute.forward(0, x, policy="recompute")
+    assert saved == []
+    # Offload: the runner's boxes hold the saved tensors; after O the originals are freed.
+    offload = _runner(module)
+    offload.forward(0, x, policy="offload")
+    originals = [weakref.ref(box.tensor) for box in offload._offloaded[0]]
+    on_device = sum(box.tensor.untyped_storage().nbytes() for box in offload._offloaded[0])
+    # The hidden activation (ReLU's output, the second Linear's input); the stage's input
+    # stays (m_keep), held by F's record for B.
+    assert on_device >= 32 * 64 * 4
+    assert not any(box.tensor is offload._forward[0].inputs[0]
+                   for box in offload._offloaded[0])
+    offload.offload(0)
+    gc.collect()
+    assert all(ref() is None for ref in originals)
+    offload.reload(0)
+    for runner in (keep, recompute, offload):
+        if runner is recompute:
+            runner.recompute(0)
+        runner.backward_input(0, torch.ones(32, 64))
+        runner.backward_weight(0)
+        assert runner.held() == (0, 0)
