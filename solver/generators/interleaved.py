@@ -15,6 +15,8 @@ p = 6, m = 8.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from solver.errors import ProfileError
 from solver.generators import Orders, register
 from solver.ops import Op
@@ -26,14 +28,24 @@ from solver.profile import Problem
           num_chunks=(), placement="loop")
 def interleaved_1f1b(problem: Problem) -> Orders:
     p, v, m = problem.num_ranks, problem.num_chunks, problem.num_microbatches
-    group = round_size(m, p)
+    # Megatron's warm-up: the (v-1) groups that must pass through the earlier chunks
+    # before the last chunk's first backward, plus two forwards per rank downstream.
+    return grouped_orders(problem, round_size(m, p),
+                          lambda r, group: (p - 1 - r) * 2 + (v - 1) * group)
+
+
+def grouped_orders(problem: Problem, group: int,
+                   warmup_of: Callable[[int, int], int]) -> Orders:
+    """Chunk-wise groups of `group` microbatches with fused backwards: per rank r,
+    ``warmup_of(r, group)`` forwards, then one forward and one backward at a time, then
+    the remaining backwards (Megatron's interleaved order; PipeOffload's with its own
+    warm-up)."""
+    p, v, m = problem.num_ranks, problem.num_chunks, problem.num_microbatches
     table = schedule_table(m, v, group)
     total = m * v
     orders = []
     for r in range(p):
-        # Megatron's warm-up: the (v-1) groups that must pass through the earlier chunks
-        # before the last chunk's first backward, plus two forwards per rank downstream.
-        warmup = min((p - 1 - r) * 2 + (v - 1) * group, total)
+        warmup = min(warmup_of(r, group), total)
 
         def forward(k: int, r: int = r) -> Op:
             microbatch, chunk = table[k]

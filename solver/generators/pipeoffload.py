@@ -24,8 +24,7 @@ import math
 
 from solver.errors import ProfileError
 from solver.generators import Orders, register
-from solver.generators.interleaved import schedule_table
-from solver.ops import Op
+from solver.generators.interleaved import grouped_orders
 from solver.policy_fields import policy_fields
 from solver.profile import Problem
 
@@ -68,30 +67,9 @@ def group_size(num_microbatches: int, num_ranks: int) -> int:
 def grouped_interleaved(problem: Problem) -> Orders:
     """The compute order of the module docstring (F and BW only)."""
     p, v, m = problem.num_ranks, problem.num_chunks, problem.num_microbatches
-    group = group_size(m, p)
-    table = schedule_table(m, v, group)
-    total = m * v
-    orders: Orders = []
-    for r in range(p):
-        warmup = min((p - 1 - r) + (v - 1) * group, total)
-
-        def forward(k: int, r: int = r) -> Op:
-            microbatch, chunk = table[k]
-            return Op("F", chunk * p + r, microbatch)
-
-        def backward(k: int, r: int = r) -> Op:
-            microbatch, chunk = table[k]
-            return Op("BW", (v - 1 - chunk) * p + r, microbatch)  # chunks in reverse
-
-        # Step 1 (warm-up, postponed): only the forwards the first backward waits for.
-        ops = [forward(k) for k in range(warmup)]
-        # Step 2 (steady state): one forward, then one backward.
-        for k in range(total - warmup):
-            ops += [forward(warmup + k), backward(k)]
-        # Step 3 (cool-down): the remaining backwards.
-        ops += [backward(k) for k in range(total - warmup, total)]
-        orders.append(ops)
-    return orders
+    # Warm-up postponed: only the forwards the first backward waits for.
+    return grouped_orders(problem, group_size(m, p),
+                          lambda r, group: (p - 1 - r) + (v - 1) * group)
 
 
 def pipeoffload(problem: Problem, selective: bool) -> Orders:

@@ -4,10 +4,8 @@ and its bound never passes a known optimum."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,8 +18,7 @@ from solver.profile import parse_profile
 from solver.simulator import simulate
 from tests.solver.test_bounds import _fifo
 from tests.solver.test_brute_force import _brute_force, _case
-from tests.solver.test_brute_force_wide import _rank_orders
-from tests.solver.test_microbatches import _unequal
+from tests.solver.test_microbatches import _unequal, valid_fifo_schedules
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -104,7 +101,7 @@ def test_tight_model_on_unequal_microbatches_finds_the_fifo_optimum(seed: int) -
     data["memory_limit"] = floor + 0.5  # binds: below what two microbatches hold
     problem = parse_profile(data).problem
     assert applies(problem)
-    valid = _valid_fifo_schedules(problem)
+    valid = valid_fifo_schedules(problem)
     pairs = memory_precedences(problem, scale(problem))
     assert pairs
     for _, combo in valid:
@@ -121,23 +118,3 @@ def test_tight_model_on_unequal_microbatches_finds_the_fifo_optimum(seed: int) -
     assert result.status in ("optimal", "feasible")
     assert result.objective == pytest.approx(best, abs=1e-9)
     assert best * (1 - 1e-3) - 1e-9 <= result.bound <= best + 1e-9
-
-
-def _valid_fifo_schedules(problem: Any) -> list[tuple[float, list[list[Op]]]]:
-    """Every valid schedule keeping each kind in microbatch order per stage, with its
-    cost (exhaustive: tiny cases only)."""
-    per_rank = []
-    for r in range(problem.num_ranks):
-        orders = []
-        for order in _rank_orders(problem, r):
-            seen = {k: [op.microbatch for op in order if op.kind == k] for k in "FBW"}
-            if all(v == sorted(v) for v in seen.values()) and \
-                    not any(op.kind == "BW" for op in order):
-                orders.append(list(order))
-        per_rank.append(orders)
-    valid = []
-    for combo in itertools.product(*per_rank):
-        sim = simulate(problem, list(combo))
-        if sim.ok and sim.metrics is not None:
-            valid.append((sim.metrics.cost, list(combo)))
-    return valid

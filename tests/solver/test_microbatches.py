@@ -235,7 +235,12 @@ def test_exact_models_on_unequal_microbatches_against_the_fifo_optimum(
 
 def _fifo_optimum(problem: Any) -> float:
     """The least cost over orders keeping each kind in microbatch order per stage."""
-    best = float("inf")
+    return min((cost for cost, _ in valid_fifo_schedules(problem)), default=float("inf"))
+
+
+def valid_fifo_schedules(problem: Any) -> list[tuple[float, list[list[Any]]]]:
+    """Every valid schedule keeping each kind in microbatch order per stage, with its
+    cost (exhaustive: tiny cases only)."""
     per_rank = []
     for r in range(problem.num_ranks):
         orders = []
@@ -243,13 +248,14 @@ def _fifo_optimum(problem: Any) -> float:
             seen = {k: [op.microbatch for op in order if op.kind == k] for k in "FBW"}
             if all(v == sorted(v) for v in seen.values()) and \
                     not any(op.kind == "BW" for op in order):
-                orders.append(order)
+                orders.append(list(order))
         per_rank.append(orders)
+    valid = []
     for combo in itertools.product(*per_rank):
         sim = simulate(problem, list(combo))
         if sim.ok and sim.metrics is not None:
-            best = min(best, sim.metrics.cost)
-    return best
+            valid.append((sim.metrics.cost, list(combo)))
+    return valid
 
 
 @pytest.mark.parametrize("layouts", ["1", "1,v"])

@@ -4,14 +4,10 @@ same method; a rebalancing move is kept only when it shortens the step."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from solver.packing import (
-    CostModel,
     PackSpec,
-    Quadratic,
     best_packing,
     fill_samples,
     naive_samples,
@@ -21,18 +17,9 @@ from solver.packing import (
 )
 from solver.packing.partition import Bins
 from solver.packing.synthetic import lognormal
-from solver.profile import Profile, parse_profile
+from solver.profile import parse_profile
 from solver.solve import solve
-
-COST = CostModel(forward=Quadratic(1e-4, 1.0))
-
-
-def base(p: int = 4, **changes: Any) -> Profile:
-    data: dict[str, Any] = {"num_ranks": p, "num_microbatches": 1, "t_f": 2.0, "t_b": 2.0,
-                            "t_w": 1.0, "t_comm": 0.1, "m_b": 1.0, "m_w": 0.5,
-                            "memory_limit": float(p)}
-    data.update(changes)
-    return parse_profile(data)
+from tests.solver.packing.test_pack import COST, base
 
 
 def assert_assignment(groups: list[Bins], lengths: list[int], cap: int,
