@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from solver.bounds import lower_bound
+from solver.early_stop import cannot_win, is_checkpoint
 from solver.errors import ProfileError
 from solver.generators import Orders
 from solver.generators.classic import one_f_one_b_capped
-from solver.generators.paper import paper_candidates
+from solver.generators.paper import PaperBuild, paper_candidates
 from solver.generators.zero_bubble import zb_h1, zb_h2
 from solver.ops import Kind, Op
 from solver.profile import Problem
@@ -123,13 +124,12 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
 
     # The paper's algorithm as the paper states it: the floor the search never goes under.
     # It is cheap, so it runs first: where it already meets the lower bound (so no
-    # schedule is better), the search stops there.
-    papers = [Build(x.cost, x.makespan, "zb-paper", given_orders=x.orders)
-              for x in paper_candidates(problem)]
+    # schedule is better), the search stops there. Runs that cannot meet the bound give
+    # up early (`solver.early_stop`), and run again after the search against its best.
     bound = lower_bound(problem)  # holds for cost and makespan (makespan >= cost)
-    at_bound = [x for x in papers if x.objective(objective) <= bound + _EPS]
-    if at_bound:
-        return at_bound[0]
+    for paper in paper_candidates(problem, objective, lambda: bound + 2 * _EPS):
+        if paper.objective(objective) <= bound + _EPS:
+            return _from_paper(paper)
     search = _Search(problem, objective)
     # Each phase only keeps strictly better builds: once one meets the bound, the rest
     # cannot change the answer and are skipped.
@@ -139,12 +139,17 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
             phase()
     for candidate in _fallbacks(problem, search.value):
         search.offer(candidate)
-    for paper in papers:
-        search.offer(paper)
+    for paper in paper_candidates(problem, objective, lambda: search.value):
+        search.offer(_from_paper(paper))
     best = search.best
     assert best is not None  # the capped 1F1B always fits the limit
     log.debug("heuristic: best %s cost %.4f", best.source, best.cost)
     return best
+
+
+def _from_paper(paper: PaperBuild) -> Build:
+    return Build(paper.cost, paper.makespan, "zb-paper", codes=paper.codes,
+                 num_microbatches=paper.num_microbatches)
 
 
 class _Search:
@@ -170,7 +175,8 @@ class _Search:
         return False
 
     def try_knobs(self, knobs: Knobs) -> bool:
-        return self.offer(build(self.problem, knobs), knobs)
+        # A build that cannot beat the incumbent stops early: offer() would refuse it.
+        return self.offer(build(self.problem, knobs, self.value, self.objective), knobs)
 
     def warmup_families(self) -> None:
         """Every warm-up family with the first fill threshold."""
@@ -353,8 +359,13 @@ def _first_b_fit(problem: Problem, caps: list[int], cover: bool) -> list[int]:
     return counts
 
 
-def build(problem: Problem, knobs: Knobs) -> Build:
-    """Run the heuristic once with fixed knobs; see the module docstring for the steps."""
+def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
+          objective: str = "cost") -> Build:
+    """Run the heuristic once with fixed knobs; see the module docstring for the steps.
+
+    With a finite `incumbent`, the build gives up (cost and makespan infinite) as soon as
+    its `objective` provably cannot beat it (`solver.early_stop`).
+    """
     p, m = problem.num_ranks, problem.num_microbatches
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
     t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w
@@ -458,6 +469,11 @@ def build(problem: Problem, knobs: Knobs) -> Build:
         num_b[j] = x + 1
         codes[j].append(m + x)
 
+    def give_up() -> bool:  # every stage still owes its remaining ops' time
+        ends = [free[j] + (m - num_f[j]) * t_f[j] + (m - num_b[j]) * t_b[j]
+                + (m - num_w[j]) * t_w[j] for j in range(p)]
+        return cannot_win(ends, first, objective, incumbent)
+
     # Step 1 (warm-up): stage by stage, so each F's input is already timed.
     for j in range(p):
         for _ in range(knobs.warmup[j]):
@@ -467,9 +483,14 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
                for j in range(p)]
     if not any(b_first):
-        _waves(p, m, num_f, put_f, put_b)
-    elif not _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b):
-        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)")
+        done = _waves(p, m, num_f, put_f, put_b, give_up if math.isfinite(incumbent) else None)
+    else:
+        done = _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b,
+                              give_up if math.isfinite(incumbent) else None)
+        if done is None:
+            return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)")
+    if not done:
+        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (cannot win)")
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
@@ -482,22 +503,28 @@ def build(problem: Problem, knobs: Knobs) -> Build:
 
 
 def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],
-           put_b: Callable[[int], None]) -> None:
+           put_b: Callable[[int], None], give_up: Callable[[], bool] | None) -> bool:
     """The main step's 1F1B waves: wave i places one F per stage down the pipeline (each
-    F's input is then already timed), then the B of microbatch i up the pipeline."""
+    F's input is then already timed), then the B of microbatch i up the pipeline. False
+    when `give_up` said so at a checkpoint."""
     for i in range(m):
+        if give_up is not None and is_checkpoint(i) and give_up():
+            return False
         if i > 0:
             for j in range(p):
                 if num_f[j] < m:
                     put_f(j)
         for j in range(p - 1, -1, -1):
             put_b(j)
+    return True
 
 
 def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
                    num_b: list[int], put_f: Callable[[int], None],
-                   put_b: Callable[[int], None]) -> bool:
-    """The main step where some stages take B before F in each wave; False if stuck.
+                   put_b: Callable[[int], None],
+                   give_up: Callable[[], bool] | None) -> bool | None:
+    """The main step where some stages take B before F in each wave; None if stuck,
+    False when `give_up` said so at a checkpoint.
 
     A stage with as many warm-up Fs as the one before it (both capped by memory) takes
     its B before its F in each wave: with F first, its B would wait for its F, which
@@ -506,6 +533,8 @@ def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
     inputs are placed, stage by stage, until the wave is done.
     """
     for i in range(m):
+        if give_up is not None and is_checkpoint(i) and give_up():
+            return False
         todo = [["B"] if i == 0 else (["B", "F"] if b_first[j] else ["F", "B"])
                 for j in range(p)]
         for j in range(p):
@@ -528,5 +557,5 @@ def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
                     todo[j].pop(0)
                     left -= 1
             if left == placed:  # no stage could move: this knob deadlocks here
-                return False
+                return None
     return True

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from solver.early_stop import cannot_win, is_checkpoint
 from solver.generators import Orders
 from solver.ops import Kind, Op
 from solver.profile import Problem
@@ -68,23 +69,34 @@ class PaperBuild:
         m = self.num_microbatches
         return [[Op(_KINDS[c // m], j, c % m) for c in row] for j, row in enumerate(self.codes)]
 
+    def objective(self, name: str) -> float:
+        return self.makespan if name == "makespan" else self.cost
+
 
 class _Infeasible(Exception):
     """The run cannot continue (memory, or an op before its input): not a candidate."""
 
 
-def paper_candidates(problem: Problem) -> Iterator[PaperBuild]:
+def paper_candidates(problem: Problem, objective: str = "cost",
+                     incumbent: Callable[[], float] | None = None,
+                     ) -> Iterator[PaperBuild]:
     """The paper's algorithm under each of its flag combinations that completes.
 
     A run that never read a flag would run identically with that flag flipped: such
     combinations are skipped (on most profiles only a few of the 8 differ).
+
+    With `incumbent` (asked before each run: the caller's best so far, never rising), a
+    run gives up, and is not yielded, once its `objective` provably cannot beat it
+    (`solver.early_stop`). A skipped combination stays right: it would have run as the
+    one it copies up to where that one gave up, and given up there too.
     """
     done: list[tuple[PaperFlags, frozenset[str]]] = []
     for flags in FLAGS:
         if any(all(getattr(flags, name) == getattr(seen, name) for name in read)
                for seen, read in done):
             continue
-        built, read = _paper_run(problem, flags)
+        bar = incumbent() if incumbent is not None else math.inf
+        built, read = _paper_run(problem, flags, objective, bar)
         done.append((flags, read))
         if built is not None:
             yield built
@@ -106,15 +118,19 @@ def paper_build(problem: Problem, flags: PaperFlags) -> PaperBuild | None:
     return _paper_run(problem, flags)[0]
 
 
-def _paper_run(problem: Problem, flags: PaperFlags,
-               ) -> tuple[PaperBuild | None, frozenset[str]]:
-    """One run and the names of the flags it read."""
+def _paper_run(problem: Problem, flags: PaperFlags, objective: str = "cost",
+               incumbent: float = math.inf) -> tuple[PaperBuild | None, frozenset[str]]:
+    """One run and the names of the flags it read (None: it does not fit the limit, or
+    it cannot beat a finite `incumbent`)."""
     if problem.num_chunks != 1:
         return None, frozenset()
     run = _Run(problem, flags)
     try:
         run.warm_up()
         for i in range(1, problem.num_microbatches):
+            if math.isfinite(incumbent) and is_checkpoint(i) and \
+                    cannot_win(run.floor_ends(), run.first, objective, incumbent):
+                return None, frozenset(run.read)
             run.wave(i)
         run.cool_down()
     except _Infeasible:
@@ -311,6 +327,12 @@ class _Run:
         for j in range(self.p):
             while self.num_w[j] < self.m:
                 self.put_w(j)
+
+    def floor_ends(self) -> list[float]:
+        """Per stage, no earlier than when it can end: its clock plus the work it owes."""
+        m = self.m
+        return [self.free[j] + (m - self.num_f[j]) * self.t_f[j] + (m - self.num_b[j])
+                * self.t_b[j] + (m - self.num_w[j]) * self.t_w[j] for j in range(self.p)]
 
     def result(self) -> PaperBuild:
         cost = max(self.free[j] - self.first[j] for j in range(self.p))
