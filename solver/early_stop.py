@@ -1,11 +1,12 @@
 """When a list-scheduling build (the heuristic's, the paper algorithm's) can give up.
 
-A build places ops stage by stage in a fixed rule, so each stage ends no earlier than its
-clock plus the work it still owes. Once that floor shows the build cannot beat the best
-found so far, finishing it cannot change the answer: the search keeps only builds better
-by `MARGIN`. After the warm-up the busiest stage rarely idles again, so on the paper's
-profiles a losing build is known after one or two waves (issue 11: the knob search's 29
-builds at p=32, m=256 cost 10x less).
+A build places ops one after another, each after its input, so it can bound from below
+how early each stage can end at best (`stage_floors`). Once that floor shows the build cannot
+beat the best found so far, finishing it cannot change the answer: the search keeps only
+builds better by `MARGIN`. After the warm-up the busiest stage rarely idles again
+except while the pipeline drains, which the floor foresees, so on the paper's profiles a
+losing build is mostly known after a wave or two (issue 11: the knob search's builds at
+p=32, m=256 cost 10x less).
 """
 
 from __future__ import annotations
@@ -16,10 +17,51 @@ MARGIN = 1e-9
 """How much better than the incumbent a build must be to replace it."""
 
 
-def is_checkpoint(wave: int) -> bool:
-    """Whether a build asks at `wave` if it can still win: waves 1, 2, 4, 8, ... (a check
-    costs a pass over the stages, and the answer is mostly known after wave 1)."""
-    return wave > 0 and wave & (wave - 1) == 0
+def is_checkpoint(wave: int, num_waves: int) -> bool:
+    """Whether a build asks at `wave` if it can still win: waves 1, 2, 4, 8, ... and as
+    many before the end (a check costs a pass over the stages; most answers are known
+    after wave 1, and the rest while the pipeline drains)."""
+    left = num_waves - wave
+    return (wave > 0 and wave & (wave - 1) == 0) or (left > 0 and left & (left - 1) == 0)
+
+
+def stage_floors(free: Sequence[float], num_f: Sequence[int], num_b: Sequence[int],
+                 num_w: Sequence[int], f_end: Sequence[Sequence[float]],
+                 b_end: Sequence[Sequence[float]], t_f: Sequence[float],
+                 t_b: Sequence[float], t_w: Sequence[float], t_comm: Sequence[float],
+                 fused: Sequence[bool] | None = None) -> list[float]:
+    """Per stage (= rank), a time it cannot end before, for a single-chunk build that has
+    placed `num_f`, `num_b`, `num_w` ops of each kind (in microbatch order) and whose
+    stage clocks are at `free`; `f_end`, `b_end`: the ends of the placed Fs and Bs.
+
+    Two floors, the larger holds: the clock plus the work still owed; and the end of the
+    last B, whose chain runs through the last F of every stage down the pipeline and the
+    last B of every stage back up (each no earlier than its clock plus the Fs and Bs it
+    owes before it), followed by its W. With `fused` stages a backward is a BW (B and W
+    in one op, no W after it).
+    """
+    p, m = len(free), len(f_end[0])
+    last_f = 0.0  # no earlier than F(j, m-1) ends, down the pipeline
+    for j in range(p):
+        if num_f[j] == m:
+            last_f = f_end[j][m - 1]
+        else:
+            own = free[j] + (m - num_f[j]) * t_f[j]
+            last_f = max(own, last_f + t_comm[j - 1] + t_f[j]) if j > 0 else own
+    floors = [0.0] * p
+    last_b = 0.0  # no earlier than B(j, m-1) ends, up the pipeline
+    for j in range(p - 1, -1, -1):
+        is_fused = fused is not None and fused[j]
+        t_back = t_b[j] + t_w[j] if is_fused else t_b[j]
+        if num_b[j] == m:
+            last_b = b_end[j][m - 1]
+        else:
+            own = free[j] + (m - num_f[j]) * t_f[j] + (m - num_b[j]) * t_back
+            last_b = max(own, (last_f if j == p - 1 else last_b + t_comm[j]) + t_back)
+        work = (m - num_f[j]) * t_f[j] + (m - num_b[j]) * t_b[j] + (m - num_w[j]) * t_w[j]
+        after = t_w[j] if num_w[j] < m and not is_fused else 0.0  # W(j, m-1)
+        floors[j] = max(free[j] + work, last_b + after)
+    return floors
 
 
 def cannot_win(ends: Sequence[float], first: Sequence[float], objective: str,

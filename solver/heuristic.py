@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from solver.bounds import lower_bound
-from solver.early_stop import cannot_win, is_checkpoint
+from solver.early_stop import cannot_win, is_checkpoint, stage_floors
 from solver.errors import ProfileError
 from solver.generators import Orders
 from solver.generators.classic import one_f_one_b_capped
@@ -469,9 +469,9 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         num_b[j] = x + 1
         codes[j].append(m + x)
 
-    def give_up() -> bool:  # every stage still owes its remaining ops' time
-        ends = [free[j] + (m - num_f[j]) * t_f[j] + (m - num_b[j]) * t_b[j]
-                + (m - num_w[j]) * t_w[j] for j in range(p)]
+    def give_up() -> bool:
+        ends = stage_floors(free, num_f, num_b, num_w, f_end, b_end, t_f, t_b, t_w, t_comm,
+                            fused)
         return cannot_win(ends, first, objective, incumbent)
 
     # Step 1 (warm-up): stage by stage, so each F's input is already timed.
@@ -508,7 +508,7 @@ def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],
     F's input is then already timed), then the B of microbatch i up the pipeline. False
     when `give_up` said so at a checkpoint."""
     for i in range(m):
-        if give_up is not None and is_checkpoint(i) and give_up():
+        if give_up is not None and is_checkpoint(i, m) and give_up():
             return False
         if i > 0:
             for j in range(p):
@@ -533,7 +533,7 @@ def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
     inputs are placed, stage by stage, until the wave is done.
     """
     for i in range(m):
-        if give_up is not None and is_checkpoint(i) and give_up():
+        if give_up is not None and is_checkpoint(i, m) and give_up():
             return False
         todo = [["B"] if i == 0 else (["B", "F"] if b_first[j] else ["F", "B"])
                 for j in range(p)]

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from solver.early_stop import cannot_win, is_checkpoint
+from solver.early_stop import cannot_win, is_checkpoint, stage_floors
 from solver.generators import Orders
 from solver.ops import Kind, Op
 from solver.profile import Problem
@@ -128,7 +128,7 @@ def _paper_run(problem: Problem, flags: PaperFlags, objective: str = "cost",
     try:
         run.warm_up()
         for i in range(1, problem.num_microbatches):
-            if math.isfinite(incumbent) and is_checkpoint(i) and \
+            if math.isfinite(incumbent) and is_checkpoint(i, problem.num_microbatches) and \
                     cannot_win(run.floor_ends(), run.first, objective, incumbent):
                 return None, frozenset(run.read)
             run.wave(i)
@@ -329,10 +329,9 @@ class _Run:
                 self.put_w(j)
 
     def floor_ends(self) -> list[float]:
-        """Per stage, no earlier than when it can end: its clock plus the work it owes."""
-        m = self.m
-        return [self.free[j] + (m - self.num_f[j]) * self.t_f[j] + (m - self.num_b[j])
-                * self.t_b[j] + (m - self.num_w[j]) * self.t_w[j] for j in range(self.p)]
+        """Per stage, a time it cannot end before (`solver.early_stop.stage_floors`)."""
+        return stage_floors(self.free, self.num_f, self.num_b, self.num_w, self.f_end,
+                            self.b_end, self.t_f, self.t_b, self.t_w, self.t_comm)
 
     def result(self) -> PaperBuild:
         cost = max(self.free[j] - self.first[j] for j in range(self.p))
