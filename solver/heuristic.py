@@ -37,8 +37,8 @@ from solver.generators.classic import one_f_one_b_capped
 from solver.generators.paper import PaperBuild, paper_candidates
 from solver.generators.zero_bubble import zb_h1, zb_h2
 from solver.ops import Kind, Op
+from solver.order_timing import time_order
 from solver.profile import Problem
-from solver.simulator import peak_memory, simulate
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
                   search.fused_backwards):
         if search.value > bound + _EPS:
             phase()
-    for candidate in _fallbacks(problem, search.value):
+    for candidate in _fallbacks(problem, objective, lambda: search.value):
         search.offer(candidate)
     for paper in paper_candidates(problem, objective, lambda: search.value):
         search.offer(_from_paper(paper))
@@ -237,55 +237,22 @@ def _neighbours(warmup: tuple[int, ...], caps: list[int]) -> Iterator[tuple[int,
                 yield (*warmup[:j], k, *warmup[j + 1:])
 
 
-def _fallbacks(problem: Problem, incumbent: float = math.inf) -> Iterator[Build]:
+def _fallbacks(problem: Problem, objective: str, incumbent: Callable[[], float],
+               ) -> Iterator[Build]:
     """Fixed schedules that are candidates when they fit: the floor under the search.
 
-    One is simulated only if it fits the limit and its `span_floor` is below
-    `incumbent` (the best objective so far; cost and makespan are both at least it).
+    Each is timed by `order_timing.time_order`, which drops it at its first op over the
+    memory limit or once it cannot beat `incumbent()` (the best so far).
     """
     k = max_in_flight(problem)
-    fixed = [(f"1f1b-capped-{k}", one_f_one_b_capped(problem, k))]
-    fixed += [("zb-h1", zb_h1(problem)), ("zb-h2", zb_h2(problem))]
-    for name, orders in fixed:
-        peaks = peak_memory(problem, orders)
-        if any(x > limit + _EPS for x, limit in zip(peaks, problem.memory_limit, strict=True)):
-            continue  # does not fit: not worth timing
-        if span_floor(problem, orders) >= incumbent - _EPS:
-            continue  # cannot win: not worth timing
-        sim = simulate(problem, orders)
-        if sim.ok and sim.metrics is not None:
-            yield Build(sim.metrics.cost, sim.metrics.makespan, name, given_orders=orders)
-
-
-def span_floor(problem: Problem, orders: Orders) -> float:
-    """A lower bound on the largest span of single-chunk `orders`, without simulating.
-
-    On rank r (stage r), the first backward of microbatch 0 starts no earlier than the
-    round trip from the start of F(r, 0), the rank's first F: the forwards of the later
-    stages, the last stage's backward and the backwards back to r, with the latency of
-    every hop. What precedes it in the order runs before it, what follows after it.
-    """
-    p = problem.num_ranks
-    t_f, t_b, t_w, t_comm = problem.t_f, problem.t_b, problem.t_w, problem.t_comm
-    floor = 0.0
-    for r, ops in enumerate(orders):
-        trip = sum(t_f[r:]) + sum(t_b[r + 1:]) + 2 * sum(t_comm[r:p - 1])
-        before = after = 0.0
-        seen_b = False
-        for op in ops:
-            d = {"F": t_f, "B": t_b, "W": t_w}.get(op.kind)
-            length = d[op.stage] if d is not None else t_b[op.stage] + t_w[op.stage]
-            if not seen_b and op.kind in ("B", "BW") and op.microbatch == 0:
-                seen_b = True
-            if seen_b:
-                after += length
-            else:
-                before += length
-        if ops and ops[0] == Op("F", r, 0):
-            floor = max(floor, max(trip, before) + after)
-        else:
-            floor = max(floor, before + after)
-    return floor
+    fixed: list[tuple[str, Callable[[], Orders]]] = [
+        (f"1f1b-capped-{k}", lambda: one_f_one_b_capped(problem, k)),
+        ("zb-h1", lambda: zb_h1(problem)), ("zb-h2", lambda: zb_h2(problem))]
+    for name, generate in fixed:
+        orders = generate()
+        timed = time_order(problem, orders, objective, incumbent())
+        if timed is not None:
+            yield Build(*timed, name, given_orders=orders)
 
 
 def memory_caps(problem: Problem) -> list[int]:
