@@ -384,11 +384,10 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
                     return
             run_w(j)
 
-    def wait(j: int, start: float) -> None:
-        if start > free[j]:
-            idle[j] += start - free[j]
-            if idle[j] > most_idle[0]:
-                most_idle[0] = idle[j]
+    def wait(j: int, start: float) -> None:  # the rank idles until `start`
+        idle[j] += start - free[j]
+        if idle[j] > most_idle[0]:
+            most_idle[0] = idle[j]
 
     over = [False]  # some op broke the memory limit: the build is not a candidate
 
@@ -399,16 +398,18 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         if mem[j] + need > limit[j] + _EPS:
             over[0] = True
 
+    # The hot path (every op): the helpers are called only when they have work to do.
     def put_f(j: int) -> None:
         x = num_f[j]
         ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
-        make_room(j, m_b[j])  # the F would break the memory limit
-        if x > 0:
+        if mem[j] + m_b[j] > limit[j] + _EPS:
+            make_room(j, m_b[j])  # the F would break the memory limit
+        if x > 0 and num_w[j] < num_b[j] and ready - free[j] > _EPS:
             fill_gap(j, ready)
         start = free[j] if free[j] > ready else ready
         if x == 0:
             first[j] = start
-        else:
+        elif start > free[j]:
             wait(j, start)
         free[j] = f_end[j][x] = start + t_f[j]
         mem[j] += m_b[j]
@@ -420,7 +421,8 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
         if fused[j]:  # BW: frees m_b at its end, owes no W
             start = free[j] if free[j] > ready else ready
-            wait(j, start)
+            if start > free[j]:
+                wait(j, start)
             free[j] = b_end[j][x] = start + t_b[j] + t_w[j]
             mem[j] -= m_b[j]
             num_b[j] = num_w[j] = x + 1
@@ -428,9 +430,11 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             return
         if m_w[j] > m_b[j]:
             make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
-        fill_gap(j, ready)
+        if num_w[j] < num_b[j] and ready - free[j] > _EPS:
+            fill_gap(j, ready)
         start = free[j] if free[j] > ready else ready
-        wait(j, start)
+        if start > free[j]:
+            wait(j, start)
         free[j] = b_end[j][x] = start + t_b[j]
         mem[j] += m_w[j] - m_b[j]
         num_b[j] = x + 1
