@@ -119,12 +119,24 @@ def test_inflated_cpsat_bound_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> N
         solve(profile, "ilp", exact=ExactOptions(time_limit_s=20, workers=1))
 
 
-def test_ilp_stops_at_once_when_the_bound_meets_the_heuristic() -> None:
+@pytest.mark.parametrize("backend", ["cpsat", "milp"])
+def test_ilp_stops_at_once_when_the_bound_meets_the_heuristic(
+        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # At 1p memory the general bound proves the heuristic optimal: no model runs, so a
     # long time limit is not spent (issue 11: 64.8 s at p=32, m=256).
+    import solver.cpsat
+    import solver.lns
+    import solver.milp
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an exact model ran although the bound proves the heuristic")
+
+    for module, name in ((solver.cpsat, "solve_cpsat_phased"), (solver.cpsat, "solve_cpsat"),
+                         (solver.lns, "solve_lns"), (solver.milp, "solve_milp")):
+        monkeypatch.setattr(module, name, never)
     profile = parse_profile(_load("gpt1.5b-p8-m24"))
     points: list[tuple[float, float, float]] = []
-    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=600),
+    schedule = solve(profile, "ilp", exact=ExactOptions(backend=backend, time_limit_s=600),
                      on_progress=points.append)
     assert schedule.solver is not None and schedule.metrics is not None
     assert schedule.solver.status == "optimal"
