@@ -41,26 +41,31 @@ def stage_floors(free: Sequence[float], num_f: Sequence[int], num_b: Sequence[in
     in one op, no W after it).
     """
     p, m = len(free), len(f_end[0])
+    # (Conditional expressions rather than max(): this runs at every checkpoint.)
     last_f = 0.0  # no earlier than F(j, m-1) ends, down the pipeline
     for j in range(p):
-        if num_f[j] == m:
+        left_f = m - num_f[j]
+        if left_f == 0:
             last_f = f_end[j][m - 1]
         else:
-            own = free[j] + (m - num_f[j]) * t_f[j]
-            last_f = max(own, last_f + t_comm[j - 1] + t_f[j]) if j > 0 else own
+            own = free[j] + left_f * t_f[j]
+            chained = last_f + t_comm[j - 1] + t_f[j] if j > 0 else own
+            last_f = chained if chained > own else own
     floors = [0.0] * p
     last_b = 0.0  # no earlier than B(j, m-1) ends, up the pipeline
     for j in range(p - 1, -1, -1):
-        is_fused = fused is not None and fused[j]
+        is_fused = fused[j] if fused is not None else False
         t_back = t_b[j] + t_w[j] if is_fused else t_b[j]
-        if num_b[j] == m:
+        left_f, left_b, left_w = m - num_f[j], m - num_b[j], m - num_w[j]
+        if left_b == 0:
             last_b = b_end[j][m - 1]
         else:
-            own = free[j] + (m - num_f[j]) * t_f[j] + (m - num_b[j]) * t_back
-            last_b = max(own, (last_f if j == p - 1 else last_b + t_comm[j]) + t_back)
-        work = (m - num_f[j]) * t_f[j] + (m - num_b[j]) * t_b[j] + (m - num_w[j]) * t_w[j]
-        after = t_w[j] if num_w[j] < m and not is_fused else 0.0  # W(j, m-1)
-        floors[j] = max(free[j] + work, last_b + after)
+            own = free[j] + left_f * t_f[j] + left_b * t_back
+            chained = (last_f if j == p - 1 else last_b + t_comm[j]) + t_back
+            last_b = chained if chained > own else own
+        by_work = free[j] + (left_f * t_f[j] + left_b * t_b[j] + left_w * t_w[j])
+        by_chain = last_b + t_w[j] if left_w and not is_fused else last_b  # then W(j, m-1)
+        floors[j] = by_chain if by_chain > by_work else by_work
     return floors
 
 
@@ -76,5 +81,5 @@ def cannot_win(ends: Sequence[float], first: Sequence[float], objective: str,
     if objective == "makespan":
         value = max(ends) - min(first)
     else:
-        value = max(end - start for end, start in zip(ends, first, strict=True))
+        value = max([end - start for end, start in zip(ends, first, strict=True)])
     return value >= incumbent - MARGIN / 2
