@@ -45,6 +45,11 @@ log = logging.getLogger(__name__)
 _EPS = 1e-9
 FILL_CHOICES = (0.2, 0.5, 1.0)
 COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST = range(3)
+# Which knobs an overrun decision of the W fill reads, by where its threshold comes from
+# (balance too, whenever the threshold is above 0).
+_READS_FILL = ("fill",)
+_READS_COOLDOWN = ("cooldown",)
+_READS_COOLDOWN_FILL = ("cooldown", "fill")
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
 
@@ -87,6 +92,9 @@ class Build:
     codes: list[list[int]] | None = None
     given_orders: Orders | None = None
     num_microbatches: int = 0
+    reads: frozenset[str] = frozenset()
+    """The knobs (`Knobs` field names) its decisions depended on, up to where it ended
+    or gave up: knobs that differ only in others build it again, op for op."""
 
     @cached_property
     def orders(self) -> Orders:
@@ -160,6 +168,9 @@ class _Search:
         self.best: Build | None = None
         self.best_knobs = Knobs((), FILL_CHOICES[0])
         self.caps = memory_caps(problem)
+        # Builds done, by the knobs no decision records (warm-up, B first, fused): their
+        # knobs and the knobs their decisions read.
+        self.done: dict[tuple, list[tuple[Knobs, frozenset[str]]]] = {}
 
     @property
     def value(self) -> float:
@@ -175,8 +186,17 @@ class _Search:
         return False
 
     def try_knobs(self, knobs: Knobs) -> bool:
+        # A copy of a build done before (the knobs differ only in ones it never read)
+        # would end as that one did: refused, or given up. Not built again.
+        same = self.done.setdefault((knobs.warmup, knobs.b_first_when_capped, knobs.fused),
+                                    [])
+        if any(all(getattr(knobs, name) == getattr(seen, name) for name in reads)
+               for seen, reads in same):
+            return False
         # A build that cannot beat the incumbent stops early: offer() would refuse it.
-        return self.offer(build(self.problem, knobs, self.value, self.objective), knobs)
+        built = build(self.problem, knobs, self.value, self.objective)
+        same.append((knobs, built.reads))
+        return self.offer(built, knobs)
 
     def warmup_families(self) -> None:
         """Every warm-up family with the first fill threshold."""
@@ -349,6 +369,7 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     b_end = [[0.0] * m for _ in range(p)]
     # Ops as ints (kind * m + microbatch; kinds F, B, W = 0, 1, 2) until the end.
     codes: list[list[int]] = [[] for _ in range(p)]
+    reads: set[str] = set()  # the knobs a decision of this build depended on
 
     def run_w(j: int) -> None:
         x = num_w[j]
@@ -360,23 +381,27 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     def fill_gap(j: int, ready: float) -> None:
         # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
         # of at least `fill` of a W (it delays the op, but idles the rank less).
-        threshold = fill
+        threshold, knobs_read = fill, _READS_FILL
         if num_f[j] == m:
             # Past its last F, stage 0 feeds no one: idling is never better than a W.
             # A later stage started later, so Ws it leaves to the end cost it nothing up
             # to that head start; meanwhile it may keep its Bs flowing to stage 0.
+            knobs_read = _READS_COOLDOWN_FILL
             if j == 0:
-                threshold = 0.0
+                threshold, knobs_read = 0.0, ()
             elif cooldown == COOLDOWN_B_FIRST:
-                threshold = 1.0
+                threshold, knobs_read = 1.0, _READS_COOLDOWN
             elif cooldown == COOLDOWN_HEAD_START:
                 backlog_fits = (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
-                threshold = 1.0 if backlog_fits else 0.0
+                threshold, knobs_read = (1.0 if backlog_fits else 0.0), _READS_COOLDOWN
         while num_w[j] < num_b[j]:
             gap = ready - free[j]
             if gap <= _EPS:
                 return
-            if gap < t_w[j] - _EPS:  # the W would overrun the gap
+            if gap < t_w[j] - _EPS:  # the W would overrun the gap: a decision
+                reads.update(knobs_read)
+                if threshold > 0.0:
+                    reads.add("balance")
                 if balance and threshold > 0.0:
                     if gap <= most_idle[0] - idle[j]:
                         return
@@ -459,18 +484,21 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         done = _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b,
                               give_up if math.isfinite(incumbent) else None)
         if done is None:
-            return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)")
+            return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)",
+                         reads=frozenset(reads))
     if not done:
-        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (cannot win)")
+        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (cannot win)",
+                     reads=frozenset(reads))
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
             run_w(j)
     if over[0]:
-        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (over the memory limit)")
+        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (over the memory limit)",
+                     reads=frozenset(reads))
     cost = max(free[j] - first[j] for j in range(p))
     return Build(cost, max(free) - min(first), f"zb-heuristic{knobs}", codes=codes,
-                 num_microbatches=m)
+                 num_microbatches=m, reads=frozenset(reads))
 
 
 def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],

@@ -98,3 +98,25 @@ def test_heuristic_answers_are_those_without_early_stop(
     slow = [zb_heuristic(problem, objective) for problem in problems]
     assert [(x.cost, x.makespan, x.orders) for x in fast] == \
         [(x.cost, x.makespan, x.orders) for x in slow]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_knobs_a_build_never_read_build_it_again(seed: int) -> None:
+    # The search skips knobs that differ from a done build's only in knobs its decisions
+    # never read (Build.reads): such knobs build the very same orders.
+    checked = 0
+    for problem in _problems(200 + seed, 5):
+        for knobs in _knobs(problem):
+            built = build(problem, knobs)
+            for other in _knobs(problem):
+                same_rest = (other.warmup, other.b_first_when_capped, other.fused) == \
+                    (knobs.warmup, knobs.b_first_when_capped, knobs.fused)
+                if other == knobs or not same_rest or any(
+                        getattr(other, name) != getattr(knobs, name) for name in built.reads):
+                    continue
+                again = build(problem, other)
+                assert (again.cost, again.makespan) == (built.cost, built.makespan)
+                if math.isfinite(built.cost):
+                    assert again.orders == built.orders
+                checked += 1
+    assert checked > 0
