@@ -47,9 +47,9 @@ FILL_CHOICES = (0.2, 0.5, 1.0)
 COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST = range(3)
 # Which knobs an overrun decision of the W fill reads, by where its threshold comes from
 # (balance too, whenever the threshold is above 0).
-_READS_FILL = ("fill",)
-_READS_COOLDOWN = ("cooldown",)
-_READS_COOLDOWN_FILL = ("cooldown", "fill")
+_READS_FILL: tuple[str, ...] = ("fill",)
+_READS_COOLDOWN: tuple[str, ...] = ("cooldown",)
+_READS_COOLDOWN_FILL: tuple[str, ...] = ("cooldown", "fill")
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
 
@@ -478,6 +478,7 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     # microbatch i up the pipeline.
     b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
                for j in range(p)]
+    done: bool | None
     if not any(b_first):
         done = _waves(p, m, num_f, put_f, put_b, give_up if math.isfinite(incumbent) else None)
     else:
