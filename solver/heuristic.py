@@ -121,6 +121,9 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     so is the paper's algorithm as the paper states it (`solver.generators.paper`), which
     runs first: where it meets the lower bound the search is skipped, and each phase is
     skipped once the best meets it. The lowest objective wins (ties: the first found).
+    Two shortcuts leave the answer unchanged: a build (or paper run, or fallback) gives
+    up once it provably cannot beat the best so far (`solver.early_stop`), and knobs
+    that would repeat a done build op for op (`Build.reads`) are not built.
 
     Raises:
         ProfileError: for more than one chunk per rank (the heuristic is single-chunk).
