@@ -174,6 +174,7 @@ class _Search:
         # Builds done, by the knobs no decision records (warm-up, B first, fused): their
         # knobs and the knobs their decisions read.
         self.done: dict[tuple, list[tuple[Knobs, frozenset[str]]]] = {}
+        self.forwards = forwards_only(problem, min(problem.num_microbatches, max(self.caps)))
 
     @property
     def value(self) -> float:
@@ -197,7 +198,7 @@ class _Search:
                for seen, reads in same):
             return False
         # A build that cannot beat the incumbent stops early: offer() would refuse it.
-        built = build(self.problem, knobs, self.value, self.objective)
+        built = build(self.problem, knobs, self.value, self.objective, self.forwards)
         same.append((knobs, built.reads))
         return self.offer(built, knobs)
 
@@ -248,6 +249,59 @@ class _Search:
             for warmup in dict.fromkeys(families):
                 self.try_knobs(dataclasses.replace(self.best_knobs, warmup=warmup,
                                                    fused=fused))
+
+
+@dataclass(frozen=True)
+class Forwards:
+    """Every build's warm-up, placed once: stage j running only forwards, F(j, x) after
+    F(j-1, x) (`depth` of them per stage). A build whose warm-up counts never grow down
+    the pipeline places exactly these ops at exactly these times (the same sums in the
+    same order), so its warm-up is a copy of the first counts of each stage.
+
+    Attributes:
+        f_end: per stage, the end of each F.
+        idle: per stage, the idle time since its first F, after each F.
+        held: per stage, the memory held after each F.
+        fits: per stage, how many Fs run before one breaks the memory limit.
+        first: per stage, the start of its first F.
+    """
+
+    f_end: list[list[float]]
+    idle: list[list[float]]
+    held: list[list[float]]
+    fits: list[int]
+    first: list[float]
+
+    def covers(self, warmup: tuple[int, ...]) -> bool:
+        """Whether a build with these warm-up counts places a copy of these forwards."""
+        depth = len(self.f_end[0])
+        return all(1 <= k <= depth for k in warmup) and all(
+            a >= b for a, b in itertools.pairwise(warmup))
+
+
+def forwards_only(problem: Problem, depth: int) -> Forwards:
+    """`Forwards` of `problem`, `depth` per stage, timed as `build` times its warm-up."""
+    p = problem.num_ranks
+    t_f, t_comm, m_b, limit = problem.t_f, problem.t_comm, problem.m_b, problem.memory_limit
+    f_end = [[0.0] * depth for _ in range(p)]
+    idle = [[0.0] * depth for _ in range(p)]
+    held = [[0.0] * depth for _ in range(p)]
+    fits, first = [depth] * p, [0.0] * p
+    for j in range(p):
+        free = waited = mem = 0.0
+        for x in range(depth):
+            ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
+            if mem + m_b[j] > limit[j] + _EPS and fits[j] == depth:
+                fits[j] = x  # F x breaks the limit (in a warm-up no W is owed)
+            start = free if free > ready else ready
+            if x == 0:
+                first[j] = start
+            elif start > free:
+                waited += start - free
+            free = f_end[j][x] = start + t_f[j]
+            mem += m_b[j]
+            idle[j][x], held[j][x] = waited, mem
+    return Forwards(f_end, idle, held, fits, first)
 
 
 def _neighbours(warmup: tuple[int, ...], caps: list[int]) -> Iterator[tuple[int, ...]]:
@@ -350,11 +404,12 @@ def _first_b_fit(problem: Problem, caps: list[int], cover: bool) -> list[int]:
 
 
 def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
-          objective: str = "cost") -> Build:
+          objective: str = "cost", forwards: Forwards | None = None) -> Build:
     """Run the heuristic once with fixed knobs; see the module docstring for the steps.
 
     With a finite `incumbent`, the build gives up (cost and makespan infinite) as soon as
-    its `objective` provably cannot beat it (`solver.early_stop`).
+    its `objective` provably cannot beat it (`solver.early_stop`). With `forwards` (the
+    problem's), the warm-up is copied from it rather than placed op by op.
     """
     p, m = problem.num_ranks, problem.num_microbatches
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
@@ -474,9 +529,19 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         return cannot_win(ends, first, objective, incumbent)
 
     # Step 1 (warm-up): stage by stage, so each F's input is already timed.
-    for j in range(p):
-        for _ in range(knobs.warmup[j]):
-            put_f(j)
+    if forwards is not None and forwards.covers(knobs.warmup):
+        for j, count in enumerate(knobs.warmup):  # as put_f would place them
+            f_end[j][:count] = forwards.f_end[j][:count]
+            free[j], first[j] = forwards.f_end[j][count - 1], forwards.first[j]
+            idle[j], mem[j] = forwards.idle[j][count - 1], forwards.held[j][count - 1]
+            num_f[j] = count
+            codes[j].extend(range(count))
+            over[0] = over[0] or count > forwards.fits[j]
+        most_idle[0] = max(0.0, *idle)
+    else:
+        for j in range(p):
+            for _ in range(knobs.warmup[j]):
+                put_f(j)
     # Step 2 (main step): wave i = one F per stage down the pipeline, then B of
     # microbatch i up the pipeline.
     b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]

@@ -1,5 +1,6 @@
-"""Early stop (solver/early_stop.py): a build gives up only when it cannot win, so the
-heuristic's answers are those of the search without it."""
+"""The heuristic search's shortcuts (issue 11: speed) change no answer: a build gives up
+only when it cannot win (solver/early_stop.py), knobs skipped as copies build the same
+orders, and a warm-up copied from `forwards_only` is the one placed op by op."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ import solver.generators.paper as paper_module
 import solver.heuristic as heuristic_module
 from solver.early_stop import MARGIN, cannot_win, is_checkpoint
 from solver.generators.paper import paper_candidates
-from solver.heuristic import FILL_CHOICES, Knobs, build, warmup_candidates, zb_heuristic
+from solver.heuristic import (
+    FILL_CHOICES,
+    Knobs,
+    build,
+    forwards_only,
+    memory_caps,
+    warmup_candidates,
+    zb_heuristic,
+)
 from solver.profile import Problem, parse_profile
 from tests.solver.test_heuristic_robust import random_profile
 
@@ -87,12 +96,7 @@ def _without_early_stop(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_heuristic_answers_are_those_without_early_stop(
         objective: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    problems = _problems(7, 40)
-    for name, multiple in (("gpt1.5b-p8-m24", 2), ("gpt6.2b-p8-m32", 1.5),
-                           ("hetero-p8-m32", 2)):
-        data = json.loads((ROOT / "profiles" / f"{name}.json").read_text())
-        problems.append(parse_profile({**data, "memory_limit": data["memory_limit"]
-                                       * multiple}).problem)
+    problems = _problems(7, 40) + _paper_problems()
     fast = [zb_heuristic(problem, objective) for problem in problems]
     _without_early_stop(monkeypatch)
     slow = [zb_heuristic(problem, objective) for problem in problems]
@@ -120,3 +124,30 @@ def test_knobs_a_build_never_read_build_it_again(seed: int) -> None:
                     assert again.orders == built.orders
                 checked += 1
     assert checked > 0
+
+
+def _paper_problems() -> list[Problem]:
+    problems = []
+    for name, multiple in (("gpt1.5b-p8-m24", 2), ("gpt6.2b-p8-m32", 1.5),
+                           ("hetero-p8-m32", 2)):
+        data = json.loads((ROOT / "profiles" / f"{name}.json").read_text())
+        problems.append(parse_profile({**data, "memory_limit": data["memory_limit"]
+                                       * multiple}).problem)
+    return problems
+
+
+@pytest.mark.parametrize("seed", range(7))
+def test_a_copied_warm_up_builds_the_same(seed: int) -> None:
+    for problem in _problems(300 + seed, 5) if seed < 6 else _paper_problems():
+        forwards = forwards_only(problem, min(problem.num_microbatches,
+                                              max(memory_caps(problem))))
+        depth = len(forwards.f_end[0])  # all stages at the deepest: over some limits
+        for knobs in [*_knobs(problem), Knobs((depth,) * problem.num_ranks, 0.5)]:
+            assert forwards.covers(knobs.warmup)
+            placed, copied = build(problem, knobs), build(problem, knobs, forwards=forwards)
+            assert (copied.cost, copied.makespan, copied.reads) == \
+                (placed.cost, placed.makespan, placed.reads)
+            if math.isfinite(placed.cost):
+                assert copied.orders == placed.orders
+    # Counts that grow down the pipeline read forwards no warm-up placed: not copied.
+    assert not forwards.covers((1, 2)) and not forwards.covers((0, 0))
