@@ -92,6 +92,8 @@ class Build:
     codes: list[list[int]] | None = None
     given_orders: Orders | None = None
     num_microbatches: int = 0
+    knobs: Knobs | None = None
+    """The knobs of a knob search build (None for the other candidates)."""
     reads: frozenset[str] = frozenset()
     """The knobs (`Knobs` field names) its decisions depended on, up to where it ended
     or gave up: knobs that differ only in others build it again, op for op."""
@@ -154,7 +156,7 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
         search.offer(_from_paper(paper))
     best = search.best
     assert best is not None  # the capped 1F1B always fits the limit
-    log.debug("heuristic: best %s cost %.4f", best.source, best.cost)
+    log.debug("heuristic: best %s %s cost %.4f", best.source, best.knobs, best.cost)
     return best
 
 
@@ -553,21 +555,21 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         done = _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b,
                               give_up if math.isfinite(incumbent) else None)
         if done is None:
-            return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)",
+            return Build(math.inf, math.inf, "zb-heuristic (stuck)", knobs=knobs,
                          reads=frozenset(reads))
     if not done:
-        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (cannot win)",
+        return Build(math.inf, math.inf, "zb-heuristic (cannot win)", knobs=knobs,
                      reads=frozenset(reads))
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
             run_w(j)
     if over[0]:
-        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (over the memory limit)",
+        return Build(math.inf, math.inf, "zb-heuristic (over the memory limit)", knobs=knobs,
                      reads=frozenset(reads))
     cost = max(free[j] - first[j] for j in range(p))
-    return Build(cost, max(free) - min(first), f"zb-heuristic{knobs}", codes=codes,
-                 num_microbatches=m, reads=frozenset(reads))
+    return Build(cost, max(free) - min(first), "zb-heuristic", codes=codes,
+                 num_microbatches=m, reads=frozenset(reads), knobs=knobs)
 
 
 def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],
