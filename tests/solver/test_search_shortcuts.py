@@ -19,12 +19,12 @@ from solver.heuristic import (
     FILL_CHOICES,
     Knobs,
     build,
-    forwards_only,
     memory_caps,
     warmup_candidates,
     zb_heuristic,
 )
 from solver.profile import Problem, parse_profile
+from solver.warm_up import forwards_only
 from tests.solver.test_heuristic_robust import random_profile
 
 ROOT = Path(__file__).resolve().parents[2]
