@@ -170,6 +170,7 @@ def memory_chain_bound(problem: Problem, rank: int) -> float:
     t_f, t_b, t_w = problem.t_f[s], problem.t_b[s], problem.t_w[s]
     m_b, m_w, limit = problem.m_b[s], problem.m_w[s], problem.memory_limit[rank]
     trip = round_trip(problem, s)
+    growing = m_w > 0 and t_b * m_w >= (m_b - m_w) * t_w  # a B's time >= the W time it saves
     least = [0.0, 0.0]  # least[k]: T(k); index 0 unused
     for k in range(2, m + 1):
         start = least[k - 1] + t_f
@@ -179,10 +180,18 @@ def memory_chain_bound(problem: Problem, rank: int) -> float:
         # growing #B), and once one chain starts by `start` the answer is `start`.
         least_chain = math.inf
         if math.isfinite(limit) and m_b > 0:
+            need = k * m_b - limit
             for nb, nw in _frees(k, m_b, m_w, limit):
-                if (k - 1) * t_f + nb * t_b >= least_chain:
+                ops = (k - 1) * t_f + nb * t_b
+                if ops >= least_chain:
                     break  # this pair's chain and every later one start later
-                if (k - 1) * t_f + nb * t_b + nw * t_w >= least_chain:
+                if ops + nw * t_w >= least_chain:
+                    # Where each more B saves less W time than it takes (`growing`), no
+                    # later pair's ops take less than this pair's least (nw without its
+                    # rounding up), kept a margin above the rounding of the sums.
+                    if growing and ops + ((need - nb * (m_b - m_w) - _EPS) / m_w - _EPS) \
+                            * t_w >= least_chain * (1 + 1e-9):
+                        break
                     continue
                 least_chain = min(least_chain,
                                   _chain_start(least, k, nb, nw, trip, t_f, t_b, t_w))
