@@ -9,6 +9,7 @@ optimal there.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import lru_cache
 
@@ -108,8 +109,9 @@ def rank_span_bound(problem: Problem, rank: int) -> float:
     return max(busy, (m - 1) * t_f + cheapest + idle + trip + t_b + t_w)
 
 
-def _frees(k: int, m_b: float, m_w: float, limit: float) -> list[tuple[int, int]]:
-    """The least (#B, #W) pairs done before a rank's k-th F can start (1-based).
+def _frees(k: int, m_b: float, m_w: float, limit: float) -> Iterator[tuple[int, int]]:
+    """The least (#B, #W) pairs done before a rank's k-th F can start (1-based), by
+    growing #B.
 
     Just after the k-th F starts the rank holds `k m_b - nb (m_b - m_w) - nw m_w`, with
     nw <= nb <= k - 1 (a W follows its B, a B its F). For each nb, the least nw; pairs
@@ -117,9 +119,11 @@ def _frees(k: int, m_b: float, m_w: float, limit: float) -> list[tuple[int, int]
     """
     need = k * m_b - limit
     if need <= _EPS:
-        return []
-    pairs = []
-    for num_b in range(1, k):
+        return
+    # Whatever nw, nb Bs and nw <= nb Ws free at most nb m_b: no pair has nb below
+    # need / m_b. The loop starts two short of it (rounding), where the checks below
+    # still leave out what does not free enough.
+    for num_b in range(max(1, math.floor(need / m_b) - 2), k):
         rest = need - num_b * (m_b - m_w)
         if rest <= _EPS:
             num_w = 0
@@ -128,8 +132,7 @@ def _frees(k: int, m_b: float, m_w: float, limit: float) -> list[tuple[int, int]
         else:
             num_w = math.ceil(rest / m_w - _EPS)
         if num_w <= num_b:
-            pairs.append((num_b, num_w))
-    return pairs
+            yield num_b, num_w
 
 
 # How far back `_chain_start` looks for the F that starts a run of Bs (a longer look
@@ -167,14 +170,34 @@ def memory_chain_bound(problem: Problem, rank: int) -> float:
     t_f, t_b, t_w = problem.t_f[s], problem.t_b[s], problem.t_w[s]
     m_b, m_w, limit = problem.m_b[s], problem.m_w[s], problem.memory_limit[rank]
     trip = round_trip(problem, s)
+    growing = m_w > 0 and t_b * m_w >= (m_b - m_w) * t_w  # a B's time >= the W time it saves
     least = [0.0, 0.0]  # least[k]: T(k); index 0 unused
     for k in range(2, m + 1):
-        pairs = _frees(k, m_b, m_w, limit) if math.isfinite(limit) and m_b > 0 else []
         start = least[k - 1] + t_f
-        if pairs:
-            start = max(start, min(_chain_start(least, k, nb, nw, trip, t_f, t_b, t_w)
-                                   for nb, nw in pairs))
-        least.append(start)
+        # max(start, the least chain start over the pairs), without the chains that
+        # cannot change it (issue 11: this bound was 90% of a cold solve at p=32, m=256):
+        # a chain starts no earlier than the time of its own ops (and the pairs come by
+        # growing #B), and once one chain starts by `start` the answer is `start`.
+        least_chain = math.inf
+        if math.isfinite(limit) and m_b > 0:
+            need = k * m_b - limit
+            for nb, nw in _frees(k, m_b, m_w, limit):
+                ops = (k - 1) * t_f + nb * t_b
+                if ops >= least_chain:
+                    break  # this pair's chain and every later one start later
+                if ops + nw * t_w >= least_chain:
+                    # Where each more B saves less W time than it takes (`growing`), no
+                    # later pair's ops take less than this pair's least (nw without its
+                    # rounding up), kept a margin above the rounding of the sums.
+                    if growing and ops + ((need - nb * (m_b - m_w) - _EPS) / m_w - _EPS) \
+                            * t_w >= least_chain * (1 + 1e-9):
+                        break
+                    continue
+                least_chain = min(least_chain,
+                                  _chain_start(least, k, nb, nw, trip, t_f, t_b, t_w))
+                if least_chain <= start:
+                    break
+        least.append(start if math.isinf(least_chain) else max(start, least_chain))
     return least[m] + trip + t_b + t_w
 
 

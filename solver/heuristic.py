@@ -30,20 +30,27 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from solver.bounds import lower_bound
+from solver.early_stop import cannot_win, is_checkpoint, stage_floors
 from solver.errors import ProfileError
 from solver.generators import Orders
 from solver.generators.classic import one_f_one_b_capped
-from solver.generators.paper import paper_candidates
+from solver.generators.paper import PaperBuild, paper_candidates
 from solver.generators.zero_bubble import zb_h1, zb_h2
 from solver.ops import Kind, Op
+from solver.order_timing import time_order
 from solver.profile import Problem
-from solver.simulator import peak_memory, simulate
+from solver.warm_up import Forwards, forwards_only
 
 log = logging.getLogger(__name__)
 
 _EPS = 1e-9
 FILL_CHOICES = (0.2, 0.5, 1.0)
 COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST = range(3)
+# Which knobs an overrun decision of the W fill reads, by where its threshold comes from
+# (balance too, whenever the threshold is above 0).
+_READS_FILL: tuple[str, ...] = ("fill",)
+_READS_COOLDOWN: tuple[str, ...] = ("cooldown",)
+_READS_COOLDOWN_FILL: tuple[str, ...] = ("cooldown", "fill")
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
 
@@ -86,6 +93,11 @@ class Build:
     codes: list[list[int]] | None = None
     given_orders: Orders | None = None
     num_microbatches: int = 0
+    knobs: Knobs | None = None
+    """The knobs of a knob search build (None for the other candidates)."""
+    reads: frozenset[str] = frozenset()
+    """The knobs (`Knobs` field names) its decisions depended on, up to where it ended
+    or gave up: knobs that differ only in others build it again, op for op."""
 
     @cached_property
     def orders(self) -> Orders:
@@ -112,6 +124,9 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     so is the paper's algorithm as the paper states it (`solver.generators.paper`), which
     runs first: where it meets the lower bound the search is skipped, and each phase is
     skipped once the best meets it. The lowest objective wins (ties: the first found).
+    Two shortcuts leave the answer unchanged: a build (or paper run, or fallback) gives
+    up once it provably cannot beat the best so far (`solver.early_stop`), and knobs
+    that would repeat a done build op for op (`Build.reads`) are not built.
 
     Raises:
         ProfileError: for more than one chunk per rank (the heuristic is single-chunk).
@@ -123,13 +138,12 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
 
     # The paper's algorithm as the paper states it: the floor the search never goes under.
     # It is cheap, so it runs first: where it already meets the lower bound (so no
-    # schedule is better), the search stops there.
-    papers = [Build(x.cost, x.makespan, "zb-paper", given_orders=x.orders)
-              for x in paper_candidates(problem)]
+    # schedule is better), the search stops there. Runs that cannot meet the bound give
+    # up early (`solver.early_stop`), and run again after the search against its best.
     bound = lower_bound(problem)  # holds for cost and makespan (makespan >= cost)
-    at_bound = [x for x in papers if x.objective(objective) <= bound + _EPS]
-    if at_bound:
-        return at_bound[0]
+    for paper in paper_candidates(problem, objective, lambda: bound + 2 * _EPS):
+        if paper.objective(objective) <= bound + _EPS:
+            return _from_paper(paper)
     search = _Search(problem, objective)
     # Each phase only keeps strictly better builds: once one meets the bound, the rest
     # cannot change the answer and are skipped.
@@ -137,14 +151,19 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
                   search.fused_backwards):
         if search.value > bound + _EPS:
             phase()
-    for candidate in _fallbacks(problem, search.value):
+    for candidate in _fallbacks(problem, objective, lambda: search.value):
         search.offer(candidate)
-    for paper in papers:
-        search.offer(paper)
+    for paper in paper_candidates(problem, objective, lambda: search.value):
+        search.offer(_from_paper(paper))
     best = search.best
     assert best is not None  # the capped 1F1B always fits the limit
-    log.debug("heuristic: best %s cost %.4f", best.source, best.cost)
+    log.debug("heuristic: best %s %s cost %.4f", best.source, best.knobs, best.cost)
     return best
+
+
+def _from_paper(paper: PaperBuild) -> Build:
+    return Build(paper.cost, paper.makespan, "zb-paper", codes=paper.codes,
+                 num_microbatches=paper.num_microbatches)
 
 
 class _Search:
@@ -155,6 +174,10 @@ class _Search:
         self.best: Build | None = None
         self.best_knobs = Knobs((), FILL_CHOICES[0])
         self.caps = memory_caps(problem)
+        # Builds done, by the knobs no decision records (warm-up, B first, fused): their
+        # knobs and the knobs their decisions read.
+        self.done: dict[tuple, list[tuple[Knobs, frozenset[str]]]] = {}
+        self.forwards = forwards_only(problem, min(problem.num_microbatches, max(self.caps)))
 
     @property
     def value(self) -> float:
@@ -170,7 +193,17 @@ class _Search:
         return False
 
     def try_knobs(self, knobs: Knobs) -> bool:
-        return self.offer(build(self.problem, knobs), knobs)
+        # A copy of a build done before (the knobs differ only in ones it never read)
+        # would end as that one did: refused, or given up. Not built again.
+        same = self.done.setdefault((knobs.warmup, knobs.b_first_when_capped, knobs.fused),
+                                    [])
+        if any(all(getattr(knobs, name) == getattr(seen, name) for name in reads)
+               for seen, reads in same):
+            return False
+        # A build that cannot beat the incumbent stops early: offer() would refuse it.
+        built = build(self.problem, knobs, self.value, self.objective, self.forwards)
+        same.append((knobs, built.reads))
+        return self.offer(built, knobs)
 
     def warmup_families(self) -> None:
         """Every warm-up family with the first fill threshold."""
@@ -231,55 +264,22 @@ def _neighbours(warmup: tuple[int, ...], caps: list[int]) -> Iterator[tuple[int,
                 yield (*warmup[:j], k, *warmup[j + 1:])
 
 
-def _fallbacks(problem: Problem, incumbent: float = math.inf) -> Iterator[Build]:
+def _fallbacks(problem: Problem, objective: str, incumbent: Callable[[], float],
+               ) -> Iterator[Build]:
     """Fixed schedules that are candidates when they fit: the floor under the search.
 
-    One is simulated only if it fits the limit and its `span_floor` is below
-    `incumbent` (the best objective so far; cost and makespan are both at least it).
+    Each is timed by `order_timing.time_order`, which drops it at its first op over the
+    memory limit or once it cannot beat `incumbent()` (the best so far).
     """
     k = max_in_flight(problem)
-    fixed = [(f"1f1b-capped-{k}", one_f_one_b_capped(problem, k))]
-    fixed += [("zb-h1", zb_h1(problem)), ("zb-h2", zb_h2(problem))]
-    for name, orders in fixed:
-        peaks = peak_memory(problem, orders)
-        if any(x > limit + _EPS for x, limit in zip(peaks, problem.memory_limit, strict=True)):
-            continue  # does not fit: not worth timing
-        if span_floor(problem, orders) >= incumbent - _EPS:
-            continue  # cannot win: not worth timing
-        sim = simulate(problem, orders)
-        if sim.ok and sim.metrics is not None:
-            yield Build(sim.metrics.cost, sim.metrics.makespan, name, given_orders=orders)
-
-
-def span_floor(problem: Problem, orders: Orders) -> float:
-    """A lower bound on the largest span of single-chunk `orders`, without simulating.
-
-    On rank r (stage r), the first backward of microbatch 0 starts no earlier than the
-    round trip from the start of F(r, 0), the rank's first F: the forwards of the later
-    stages, the last stage's backward and the backwards back to r, with the latency of
-    every hop. What precedes it in the order runs before it, what follows after it.
-    """
-    p = problem.num_ranks
-    t_f, t_b, t_w, t_comm = problem.t_f, problem.t_b, problem.t_w, problem.t_comm
-    floor = 0.0
-    for r, ops in enumerate(orders):
-        trip = sum(t_f[r:]) + sum(t_b[r + 1:]) + 2 * sum(t_comm[r:p - 1])
-        before = after = 0.0
-        seen_b = False
-        for op in ops:
-            d = {"F": t_f, "B": t_b, "W": t_w}.get(op.kind)
-            length = d[op.stage] if d is not None else t_b[op.stage] + t_w[op.stage]
-            if not seen_b and op.kind in ("B", "BW") and op.microbatch == 0:
-                seen_b = True
-            if seen_b:
-                after += length
-            else:
-                before += length
-        if ops and ops[0] == Op("F", r, 0):
-            floor = max(floor, max(trip, before) + after)
-        else:
-            floor = max(floor, before + after)
-    return floor
+    fixed: list[tuple[str, Callable[[], Orders]]] = [
+        (f"1f1b-capped-{k}", lambda: one_f_one_b_capped(problem, k)),
+        ("zb-h1", lambda: zb_h1(problem)), ("zb-h2", lambda: zb_h2(problem))]
+    for name, generate in fixed:
+        orders = generate()
+        timed = time_order(problem, orders, objective, incumbent())
+        if timed is not None:
+            yield Build(*timed, name, given_orders=orders)
 
 
 def memory_caps(problem: Problem) -> list[int]:
@@ -353,8 +353,14 @@ def _first_b_fit(problem: Problem, caps: list[int], cover: bool) -> list[int]:
     return counts
 
 
-def build(problem: Problem, knobs: Knobs) -> Build:
-    """Run the heuristic once with fixed knobs; see the module docstring for the steps."""
+def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
+          objective: str = "cost", forwards: Forwards | None = None) -> Build:
+    """Run the heuristic once with fixed knobs; see the module docstring for the steps.
+
+    With a finite `incumbent`, the build gives up (cost and makespan infinite) as soon as
+    its `objective` provably cannot beat it (`solver.early_stop`). With `forwards` (the
+    problem's), the warm-up is copied from it rather than placed op by op.
+    """
     p, m = problem.num_ranks, problem.num_microbatches
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
     t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w
@@ -371,6 +377,7 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     b_end = [[0.0] * m for _ in range(p)]
     # Ops as ints (kind * m + microbatch; kinds F, B, W = 0, 1, 2) until the end.
     codes: list[list[int]] = [[] for _ in range(p)]
+    reads: set[str] = set()  # the knobs a decision of this build depended on
 
     def run_w(j: int) -> None:
         x = num_w[j]
@@ -382,23 +389,27 @@ def build(problem: Problem, knobs: Knobs) -> Build:
     def fill_gap(j: int, ready: float) -> None:
         # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
         # of at least `fill` of a W (it delays the op, but idles the rank less).
-        threshold = fill
+        threshold, knobs_read = fill, _READS_FILL
         if num_f[j] == m:
             # Past its last F, stage 0 feeds no one: idling is never better than a W.
             # A later stage started later, so Ws it leaves to the end cost it nothing up
             # to that head start; meanwhile it may keep its Bs flowing to stage 0.
+            knobs_read = _READS_COOLDOWN_FILL
             if j == 0:
-                threshold = 0.0
+                threshold, knobs_read = 0.0, ()
             elif cooldown == COOLDOWN_B_FIRST:
-                threshold = 1.0
+                threshold, knobs_read = 1.0, _READS_COOLDOWN
             elif cooldown == COOLDOWN_HEAD_START:
                 backlog_fits = (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
-                threshold = 1.0 if backlog_fits else 0.0
+                threshold, knobs_read = (1.0 if backlog_fits else 0.0), _READS_COOLDOWN
         while num_w[j] < num_b[j]:
             gap = ready - free[j]
             if gap <= _EPS:
                 return
-            if gap < t_w[j] - _EPS:  # the W would overrun the gap
+            if gap < t_w[j] - _EPS:  # the W would overrun the gap: a decision
+                reads.update(knobs_read)
+                if threshold > 0.0:
+                    reads.add("balance")
                 if balance and threshold > 0.0:
                     if gap <= most_idle[0] - idle[j]:
                         return
@@ -406,11 +417,10 @@ def build(problem: Problem, knobs: Knobs) -> Build:
                     return
             run_w(j)
 
-    def wait(j: int, start: float) -> None:
-        if start > free[j]:
-            idle[j] += start - free[j]
-            if idle[j] > most_idle[0]:
-                most_idle[0] = idle[j]
+    def wait(j: int, start: float) -> None:  # the rank idles until `start`
+        idle[j] += start - free[j]
+        if idle[j] > most_idle[0]:
+            most_idle[0] = idle[j]
 
     over = [False]  # some op broke the memory limit: the build is not a candidate
 
@@ -421,16 +431,18 @@ def build(problem: Problem, knobs: Knobs) -> Build:
         if mem[j] + need > limit[j] + _EPS:
             over[0] = True
 
+    # The hot path (every op): the helpers are called only when they have work to do.
     def put_f(j: int) -> None:
         x = num_f[j]
         ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
-        make_room(j, m_b[j])  # the F would break the memory limit
-        if x > 0:
+        if mem[j] + m_b[j] > limit[j] + _EPS:
+            make_room(j, m_b[j])  # the F would break the memory limit
+        if x > 0 and num_w[j] < num_b[j] and ready - free[j] > _EPS:
             fill_gap(j, ready)
         start = free[j] if free[j] > ready else ready
         if x == 0:
             first[j] = start
-        else:
+        elif start > free[j]:
             wait(j, start)
         free[j] = f_end[j][x] = start + t_f[j]
         mem[j] += m_b[j]
@@ -442,7 +454,8 @@ def build(problem: Problem, knobs: Knobs) -> Build:
         ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
         if fused[j]:  # BW: frees m_b at its end, owes no W
             start = free[j] if free[j] > ready else ready
-            wait(j, start)
+            if start > free[j]:
+                wait(j, start)
             free[j] = b_end[j][x] = start + t_b[j] + t_w[j]
             mem[j] -= m_b[j]
             num_b[j] = num_w[j] = x + 1
@@ -450,54 +463,86 @@ def build(problem: Problem, knobs: Knobs) -> Build:
             return
         if m_w[j] > m_b[j]:
             make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
-        fill_gap(j, ready)
+        if num_w[j] < num_b[j] and ready - free[j] > _EPS:
+            fill_gap(j, ready)
         start = free[j] if free[j] > ready else ready
-        wait(j, start)
+        if start > free[j]:
+            wait(j, start)
         free[j] = b_end[j][x] = start + t_b[j]
         mem[j] += m_w[j] - m_b[j]
         num_b[j] = x + 1
         codes[j].append(m + x)
 
+    def give_up() -> bool:
+        ends = stage_floors(free, num_f, num_b, num_w, f_end, b_end, t_f, t_b, t_w, t_comm,
+                            fused)
+        return cannot_win(ends, first, objective, incumbent)
+
     # Step 1 (warm-up): stage by stage, so each F's input is already timed.
-    for j in range(p):
-        for _ in range(knobs.warmup[j]):
-            put_f(j)
+    if forwards is not None and forwards.covers(knobs.warmup):
+        for j, count in enumerate(knobs.warmup):  # as put_f would place them
+            f_end[j][:count] = forwards.f_end[j][:count]
+            free[j], first[j] = forwards.f_end[j][count - 1], forwards.first[j]
+            idle[j], mem[j] = forwards.idle[j][count - 1], forwards.held[j][count - 1]
+            num_f[j] = count
+            codes[j].extend(range(count))
+            over[0] = over[0] or count > forwards.fits[j]
+        most_idle[0] = max(0.0, *idle)
+    else:
+        for j in range(p):
+            for _ in range(knobs.warmup[j]):
+                put_f(j)
     # Step 2 (main step): wave i = one F per stage down the pipeline, then B of
     # microbatch i up the pipeline.
     b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
                for j in range(p)]
+    done: bool | None
     if not any(b_first):
-        _waves(p, m, num_f, put_f, put_b)
-    elif not _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b):
-        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (stuck)")
+        done = _waves(p, m, num_f, put_f, put_b, give_up if math.isfinite(incumbent) else None)
+    else:
+        done = _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b,
+                              give_up if math.isfinite(incumbent) else None)
+        if done is None:
+            return Build(math.inf, math.inf, "zb-heuristic (stuck)", knobs=knobs,
+                         reads=frozenset(reads))
+    if not done:
+        return Build(math.inf, math.inf, "zb-heuristic (cannot win)", knobs=knobs,
+                     reads=frozenset(reads))
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
             run_w(j)
     if over[0]:
-        return Build(math.inf, math.inf, f"zb-heuristic{knobs} (over the memory limit)")
+        return Build(math.inf, math.inf, "zb-heuristic (over the memory limit)", knobs=knobs,
+                     reads=frozenset(reads))
     cost = max(free[j] - first[j] for j in range(p))
-    return Build(cost, max(free) - min(first), f"zb-heuristic{knobs}", codes=codes,
-                 num_microbatches=m)
+    return Build(cost, max(free) - min(first), "zb-heuristic", codes=codes,
+                 num_microbatches=m, reads=frozenset(reads), knobs=knobs)
 
 
 def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],
-           put_b: Callable[[int], None]) -> None:
+           put_b: Callable[[int], None], give_up: Callable[[], bool] | None) -> bool:
     """The main step's 1F1B waves: wave i places one F per stage down the pipeline (each
-    F's input is then already timed), then the B of microbatch i up the pipeline."""
+    F's input is then already timed), then the B of microbatch i up the pipeline. False
+    when `give_up` said so at a checkpoint."""
     for i in range(m):
+        if give_up is not None and is_checkpoint(i, m) and give_up():
+            return False
         if i > 0:
             for j in range(p):
                 if num_f[j] < m:
                     put_f(j)
         for j in range(p - 1, -1, -1):
             put_b(j)
+    return True
 
 
 def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
                    num_b: list[int], put_f: Callable[[int], None],
-                   put_b: Callable[[int], None]) -> bool:
-    """The main step where some stages take B before F in each wave; False if stuck.
+                   put_b: Callable[[int], None],
+                   give_up: Callable[[], bool] | None) -> bool | None:
+    """The main step where some stages take B before F in each wave; None if stuck,
+    False when `give_up` said so at a checkpoint.
 
     A stage with as many warm-up Fs as the one before it (both capped by memory) takes
     its B before its F in each wave: with F first, its B would wait for its F, which
@@ -506,6 +551,8 @@ def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
     inputs are placed, stage by stage, until the wave is done.
     """
     for i in range(m):
+        if give_up is not None and is_checkpoint(i, m) and give_up():
+            return False
         todo = [["B"] if i == 0 else (["B", "F"] if b_first[j] else ["F", "B"])
                 for j in range(p)]
         for j in range(p):
@@ -528,5 +575,5 @@ def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
                     todo[j].pop(0)
                     left -= 1
             if left == placed:  # no stage could move: this knob deadlocks here
-                return False
+                return None
     return True

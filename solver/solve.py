@@ -19,6 +19,7 @@ from solver.entry_order import entry_orders, inverse, permuted
 from solver.errors import ProfileError, ScheduleInvalid
 from solver.exact import SCOPE_ALL, ExactResult, ProgressFn, proven_by_bound, split_fused
 from solver.fb_fusion import fuse_fb
+from solver.gc_pause import collector_paused
 from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
@@ -201,10 +202,11 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
     refined: ExactResult | None = None
     if method in (HEURISTIC, ILP):
         best = None
-        for candidate in candidates:
-            orders, name, value = heuristic_orders(candidate.problem, objective)
-            if best is None or value < best[0] - 1e-9:
-                best = (value, candidate, orders, name)
+        with collector_paused():
+            for candidate in candidates:
+                orders, name, value = heuristic_orders(candidate.problem, objective)
+                if best is None or value < best[0] - 1e-9:
+                    best = (value, candidate, orders, name)
         assert best is not None
         value, profile, orders, name = best
         if profile.problem.overlap < 1 and not offers_policies(profile.problem):
@@ -225,10 +227,12 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
     else:
         generator = get_generator(method)
         profile = next((c for c in candidates if generator.supports(c.problem)), profile)
-        orders = generator(profile.problem)
+        with collector_paused():
+            orders = generator(profile.problem)
         name = method
     problem = profile.problem
-    sim = simulate(problem, orders)
+    with collector_paused():
+        sim = simulate(problem, orders)
     if sim.violations and all(v.kind == "memory" for v in sim.violations):
         # A named schedule over the limit is the user's choice to fix: say how.
         raise ProfileError("memory_limit", profile.memory_limit,
@@ -244,10 +248,11 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
     # their bound and "optimal" hold only without FB.
     fb_scope = refined is not None and profile.problem.overlap < 1
     status = refined.status if refined else "heuristic"
-    schedule = schedule_from_simulation(
-        profile, sim, name,
-        status="feasible" if fb_scope and status == "optimal" else status,
-        objective=objective)
+    with collector_paused():
+        schedule = schedule_from_simulation(
+            profile, sim, name,
+            status="feasible" if fb_scope and status == "optimal" else status,
+            objective=objective)
     assert schedule.solver is not None
     schedule.solver.bound_scope = SCOPE_ALL  # type: ignore[attr-defined]
     # The whole solve: search, exact refinement, the final simulation and the wrapping.

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
+from solver.early_stop import cannot_win, is_checkpoint, stage_floors
 from solver.generators import Orders
 from solver.ops import Kind, Op
 from solver.profile import Problem
@@ -50,30 +52,51 @@ FLAGS = tuple(PaperFlags(*x) for x in itertools.product((True, False), repeat=3)
 
 @dataclass(frozen=True)
 class PaperBuild:
-    """One run of the paper's algorithm: its orders and their cost and makespan."""
+    """One run of the paper's algorithm: its orders and their cost and makespan.
 
-    orders: Orders
+    The run keeps its ops as ints (``kind * m + microbatch``, kinds F, B, W = 0, 1, 2)
+    and makes `Op`s only when its orders are asked for: most candidates lose.
+    """
+
+    codes: list[list[int]]
     cost: float
     makespan: float
     flags: PaperFlags
+    num_microbatches: int
+
+    @cached_property
+    def orders(self) -> Orders:
+        m = self.num_microbatches
+        return [[Op(_KINDS[c // m], j, c % m) for c in row] for j, row in enumerate(self.codes)]
+
+    def objective(self, name: str) -> float:
+        return self.makespan if name == "makespan" else self.cost
 
 
 class _Infeasible(Exception):
     """The run cannot continue (memory, or an op before its input): not a candidate."""
 
 
-def paper_candidates(problem: Problem) -> Iterator[PaperBuild]:
+def paper_candidates(problem: Problem, objective: str = "cost",
+                     incumbent: Callable[[], float] | None = None,
+                     ) -> Iterator[PaperBuild]:
     """The paper's algorithm under each of its flag combinations that completes.
 
     A run that never read a flag would run identically with that flag flipped: such
     combinations are skipped (on most profiles only a few of the 8 differ).
+
+    With `incumbent` (asked before each run: the caller's best so far, never rising), a
+    run gives up, and is not yielded, once its `objective` provably cannot beat it
+    (`solver.early_stop`). A skipped combination stays right: it would have run as the
+    one it copies up to where that one gave up, and given up there too.
     """
     done: list[tuple[PaperFlags, frozenset[str]]] = []
     for flags in FLAGS:
         if any(all(getattr(flags, name) == getattr(seen, name) for name in read)
                for seen, read in done):
             continue
-        built, read = _paper_run(problem, flags)
+        bar = incumbent() if incumbent is not None else math.inf
+        built, read = _paper_run(problem, flags, objective, bar)
         done.append((flags, read))
         if built is not None:
             yield built
@@ -95,15 +118,19 @@ def paper_build(problem: Problem, flags: PaperFlags) -> PaperBuild | None:
     return _paper_run(problem, flags)[0]
 
 
-def _paper_run(problem: Problem, flags: PaperFlags,
-               ) -> tuple[PaperBuild | None, frozenset[str]]:
-    """One run and the names of the flags it read."""
+def _paper_run(problem: Problem, flags: PaperFlags, objective: str = "cost",
+               incumbent: float = math.inf) -> tuple[PaperBuild | None, frozenset[str]]:
+    """One run and the names of the flags it read (None: it does not fit the limit, or
+    it cannot beat a finite `incumbent`)."""
     if problem.num_chunks != 1:
         return None, frozenset()
     run = _Run(problem, flags)
     try:
         run.warm_up()
         for i in range(1, problem.num_microbatches):
+            if math.isfinite(incumbent) and is_checkpoint(i, problem.num_microbatches) and \
+                    cannot_win(run.floor_ends(), run.first, objective, incumbent):
+                return None, frozenset(run.read)
             run.wave(i)
         run.cool_down()
     except _Infeasible:
@@ -112,80 +139,100 @@ def _paper_run(problem: Problem, flags: PaperFlags,
 
 
 class _Run:
-    """The state of one run: per stage (= rank), its counts, clock, memory and bubble."""
+    """The state of one run: per stage (= rank), its counts, clock, memory and bubble.
+
+    Hot loop (issue 11: the paper's 8 runs cost as much as the reference heuristic):
+    per-stage values live in flat lists, each kind has its own placing method, and the
+    largest bubble is kept as it grows instead of recomputed.
+    """
 
     def __init__(self, problem: Problem, flags: PaperFlags) -> None:
         self.problem, self.flags = problem, flags
         p, m = problem.num_ranks, problem.num_microbatches
         self.p, self.m = p, m
-        self.count = [[0, 0, 0] for _ in range(p)]  # F, B, W placed per stage
+        self.t_f, self.t_b, self.t_w = problem.t_f, problem.t_b, problem.t_w
+        self.t_comm, self.m_b = problem.t_comm, problem.m_b
+        self.m_w, self.limit = problem.m_w, problem.memory_limit
+        self.m_wb = [w - b for w, b in zip(problem.m_w, problem.m_b, strict=True)]
+        self.num_f, self.num_b, self.num_w = [0] * p, [0] * p, [0] * p
         self.free = [0.0] * p  # when each stage's last op ends
         self.first = [math.nan] * p
         self.mem = [0.0] * p
         self.bubble = [0.0] * p  # idle time since the stage's first F
+        self.most_bubble = 0.0  # max(bubble): bubbles only grow, so kept as they do
         self.f_end = [[math.nan] * m for _ in range(p)]
         self.b_end = [[math.nan] * m for _ in range(p)]
-        self.orders: Orders = [[] for _ in range(p)]
+        self.codes: list[list[int]] = [[] for _ in range(p)]
         self.read: set[str] = set()  # the flags a decision depended on
 
-    # Timing.
+    # Placing one op, after its input (an input not placed yet: the run cannot go on).
 
-    def arrival(self, j: int, kind: int, x: int) -> float:
-        """When the input of op `kind` (0 F, 1 B, 2 W) of microbatch x on stage j is there."""
-        pr = self.problem
-        if kind == 0:
-            ready = self.f_end[j - 1][x] + pr.t_comm[j - 1] if j > 0 else 0.0
-        elif kind == 1:
-            ready = (self.b_end[j + 1][x] + pr.t_comm[j] if j < self.p - 1
-                     else self.f_end[j][x])
+    def _start(self, j: int, ready: float) -> float:
+        free = self.free[j]
+        start = ready if ready > free else free
+        if self.num_f[j] > 0:
+            bubble = self.bubble[j] = self.bubble[j] + (start - free)
+            if bubble > self.most_bubble:
+                self.most_bubble = bubble
         else:
-            ready = self.b_end[j][x]
+            self.first[j] = start
+        return start
+
+    def put_f(self, j: int) -> None:
+        x = self.num_f[j]
+        ready = self.f_end[j - 1][x] + self.t_comm[j - 1] if j > 0 else 0.0
         if ready != ready:  # NaN: the input is not placed yet
+            raise _Infeasible
+        self.free[j] = self.f_end[j][x] = self._start(j, ready) + self.t_f[j]
+        self.mem[j] += self.m_b[j]
+        self.num_f[j] = x + 1
+        self.codes[j].append(x)
+
+    def _put_b(self, j: int) -> None:
+        x = self.num_b[j]
+        ready = self.b_end[j + 1][x] + self.t_comm[j] if j < self.p - 1 else self.f_end[j][x]
+        if ready != ready:
+            raise _Infeasible
+        self.free[j] = self.b_end[j][x] = self._start(j, ready) + self.t_b[j]
+        self.mem[j] += self.m_wb[j]
+        self.num_b[j] = x + 1
+        self.codes[j].append(self.m + x)
+
+    def put_w(self, j: int) -> None:
+        x = self.num_w[j]
+        self.free[j] = self._start(j, self.b_end[j][x]) + self.t_w[j]  # its B is placed
+        self.mem[j] -= self.m_w[j]
+        self.num_w[j] = x + 1
+        self.codes[j].append(2 * self.m + x)
+
+    def arrival_f(self, j: int) -> float:
+        """When the input of stage j's next F is there."""
+        ready = self.f_end[j - 1][self.num_f[j]] + self.t_comm[j - 1] if j > 0 else 0.0
+        if ready != ready:
             raise _Infeasible
         return ready
 
-    def put(self, j: int, kind: int) -> None:
-        pr = self.problem
-        x = self.count[j][kind]
-        start = max(self.free[j], self.arrival(j, kind, x))
-        if self.count[j][0] > 0:
-            self.bubble[j] += start - self.free[j]
-        else:
-            self.first[j] = start
-        end = start + (pr.t_f, pr.t_b, pr.t_w)[kind][j]
-        self.free[j] = end
-        self.mem[j] += (pr.m_b[j], pr.m_w[j] - pr.m_b[j], -pr.m_w[j])[kind]
-        if kind == 0:
-            self.f_end[j][x] = end
-        elif kind == 1:
-            self.b_end[j][x] = end
-        self.count[j][kind] = x + 1
-        self.orders[j].append(Op(_KINDS[kind], j, x))
-
-    def owed_w(self, j: int) -> bool:
-        return self.count[j][2] < self.count[j][1]
-
     def room_for(self, j: int, need: float) -> None:
         """Ws until `need` more memory fits on stage j's rank."""
-        limit = self.problem.memory_limit[j]
+        limit = self.limit[j]
         while self.mem[j] + need > limit + _EPS:
-            if not self.owed_w(j):
+            if self.num_w[j] >= self.num_b[j]:  # no W owed
                 raise _Infeasible
-            self.put(j, 2)
+            self.put_w(j)
 
     def fill(self, j: int, ready: float) -> None:
         """Ws into the idle time before `ready` (rule 2)."""
-        t_w = self.problem.t_w[j]
-        while self.owed_w(j) and self.free[j] + t_w <= ready + _EPS:
-            self.put(j, 2)
-        if self.owed_w(j) and self.free[j] < ready - _EPS:
-            share = max(self.bubble) - self.bubble[j]
-            if ready - self.free[j] > share:
-                self.put(j, 2)
+        t_w, num_b, num_w, free = self.t_w[j], self.num_b, self.num_w, self.free
+        while num_w[j] < num_b[j] and free[j] + t_w <= ready + _EPS:
+            self.put_w(j)
+        if num_w[j] < num_b[j] and free[j] < ready - _EPS:
+            share = self.most_bubble - self.bubble[j]
+            if ready - free[j] > share:
+                self.put_w(j)
             else:
                 self.read.add("greedy_w")
                 if self.flags.greedy_w:
-                    self.put(j, 2)
+                    self.put_w(j)
 
     # Phases.
 
@@ -194,7 +241,7 @@ class _Run:
         pr, p, m = self.problem, self.p, self.m
         for j in range(p):
             self.room_for(j, pr.m_b[j])
-            self.put(j, 0)
+            self.put_f(j)
         extra = [0] * p
         last = self.f_end[p - 1][0] + pr.t_b[p - 1]  # when B(p-1, 0) ends
         for j in range(p - 2, -1, -1):
@@ -217,16 +264,16 @@ class _Run:
         for j in range(p):
             for _ in range(extra[j]):
                 self.room_for(j, pr.m_b[j])
-                self.put(j, 0)
+                self.put_f(j)
         for j in range(p - 1, -1, -1):
             self.put_b(j)
 
     def wave(self, i: int) -> None:
         """Rule 2 for wave i: an F per stage down the pipeline, B of microbatch i up."""
-        pr, p, m = self.problem, self.p, self.m
-        take = [self.count[j][0] < m for j in range(p)]
+        p, m, num_f = self.p, self.m, self.num_f
+        take = [num_f[j] < m for j in range(p)]
         for j in range(p - 1):
-            if take[j] and self.count[j][0] >= self.count[j + 1][0] + 2:
+            if take[j] and num_f[j] >= num_f[j + 1] + 2:
                 self.read.add("b_first")
                 if self.flags.b_first:
                     take[j] = self._f_before_b(j)
@@ -234,12 +281,12 @@ class _Run:
             take[j] = take[j] and take[j + 1]
         for j in range(p):
             if take[j]:
-                self.room_for(j, pr.m_b[j])
+                self.room_for(j, self.m_b[j])
                 if j > 0:
-                    self.fill(j, self.arrival(j, 0, self.count[j][0]))
-                self.put(j, 0)
+                    self.fill(j, self.arrival_f(j))
+                self.put_f(j)
         for j in range(p - 1, -1, -1):
-            if self.count[j][1] != i:
+            if self.num_b[j] != i:
                 raise _Infeasible
             self.put_b(j)
 
@@ -249,35 +296,44 @@ class _Run:
         back = (self.free[nxt] + pr.t_f[nxt] + pr.t_b[nxt] + pr.t_comm[j])
         if self.free[j] >= back - _EPS:
             return False
-        w_cost, w_done, mem = 0.0, self.count[j][2], self.mem[j] + pr.m_b[j]
-        while mem > pr.memory_limit[j] + _EPS and w_done < self.count[j][1]:
+        w_cost, w_done, mem = 0.0, self.num_w[j], self.mem[j] + pr.m_b[j]
+        while mem > pr.memory_limit[j] + _EPS and w_done < self.num_b[j]:
             w_cost += pr.t_w[j]
             mem -= pr.m_w[j]
             w_done += 1
         if self.free[j] + pr.t_f[j] + w_cost <= back + _EPS:
             return True
-        return back - self.free[j] > max(self.bubble) - self.bubble[j]
+        return back - self.free[j] > self.most_bubble - self.bubble[j]
 
     def put_b(self, j: int) -> None:
-        pr = self.problem
-        x = self.count[j][1]
-        if x >= self.count[j][0]:
+        """Stage j's next B, with the Ws rule 2 (and rule 3) put before it."""
+        x = self.num_b[j]
+        if x >= self.num_f[j]:
             raise _Infeasible  # its F is not placed: the order would deadlock
-        if pr.m_w[j] > pr.m_b[j]:
-            self.room_for(j, pr.m_w[j] - pr.m_b[j])  # m_w > m_b (DESIGN.md 6.1)
+        if self.m_w[j] > self.m_b[j]:
+            self.room_for(j, self.m_wb[j])  # m_w > m_b (DESIGN.md 6.1)
         if j < self.p - 1:
-            self.fill(j, self.arrival(j, 1, x))
-        if j == 0 and self.count[0][0] == self.m:
-            while self.owed_w(0):  # stage 0 feeds no one any more: idling never helps
-                self.put(0, 2)
-        self.put(j, 1)
+            ready = self.b_end[j + 1][x] + self.t_comm[j]
+            if ready != ready:
+                raise _Infeasible
+            self.fill(j, ready)
+        if j == 0 and self.num_f[0] == self.m:
+            while self.num_w[0] < self.num_b[0]:  # stage 0 feeds no one any more:
+                self.put_w(0)  # idling never helps
+        self._put_b(j)
 
     def cool_down(self) -> None:
         """Rule 4: the Ws still owed."""
         for j in range(self.p):
-            while self.count[j][2] < self.m:
-                self.put(j, 2)
+            while self.num_w[j] < self.m:
+                self.put_w(j)
+
+    def floor_ends(self) -> list[float]:
+        """Per stage, a time it cannot end before (`solver.early_stop.stage_floors`)."""
+        return stage_floors(self.free, self.num_f, self.num_b, self.num_w, self.f_end,
+                            self.b_end, self.t_f, self.t_b, self.t_w, self.t_comm)
 
     def result(self) -> PaperBuild:
         cost = max(self.free[j] - self.first[j] for j in range(self.p))
-        return PaperBuild(self.orders, cost, max(self.free) - min(self.first), self.flags)
+        return PaperBuild(self.codes, cost, max(self.free) - min(self.first), self.flags,
+                          self.m)

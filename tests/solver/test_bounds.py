@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 from pathlib import Path
 
 import pytest
 from ortools.sat.python import cp_model
 
-from solver.bounds import lower_bound
+from solver.bounds import _chain_start, lower_bound, memory_chain_bound, round_trip
 from solver.cpsat import solve_cpsat
 from solver.errors import SolverError
 from solver.exact import SCOPE_ALL, SCOPE_FIFO, checked_bound
@@ -119,12 +120,24 @@ def test_inflated_cpsat_bound_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> N
         solve(profile, "ilp", exact=ExactOptions(time_limit_s=20, workers=1))
 
 
-def test_ilp_stops_at_once_when_the_bound_meets_the_heuristic() -> None:
+@pytest.mark.parametrize("backend", ["cpsat", "milp"])
+def test_ilp_stops_at_once_when_the_bound_meets_the_heuristic(
+        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # At 1p memory the general bound proves the heuristic optimal: no model runs, so a
     # long time limit is not spent (issue 11: 64.8 s at p=32, m=256).
+    import solver.cpsat
+    import solver.lns
+    import solver.milp
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an exact model ran although the bound proves the heuristic")
+
+    for module, name in ((solver.cpsat, "solve_cpsat_phased"), (solver.cpsat, "solve_cpsat"),
+                         (solver.lns, "solve_lns"), (solver.milp, "solve_milp")):
+        monkeypatch.setattr(module, name, never)
     profile = parse_profile(_load("gpt1.5b-p8-m24"))
     points: list[tuple[float, float, float]] = []
-    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=600),
+    schedule = solve(profile, "ilp", exact=ExactOptions(backend=backend, time_limit_s=600),
                      on_progress=points.append)
     assert schedule.solver is not None and schedule.metrics is not None
     assert schedule.solver.status == "optimal"
@@ -151,3 +164,52 @@ def test_printed_bound_never_exceeds_a_cost(objective: str) -> None:
         # The model's bound is scoped: its order family and objective are named.
         scope = info.bound_scope  # type: ignore[attr-defined]
         assert scope.startswith(SCOPE_FIFO) and scope.endswith(f"objective {objective}")
+
+
+def _memory_chain_bound_in_full(problem: Problem, rank: int) -> float:
+    """`bounds.memory_chain_bound` as first written: every (#B, #W) pair's chain."""
+    s, m = rank, problem.num_microbatches
+    t_f, t_b, t_w = problem.t_f[s], problem.t_b[s], problem.t_w[s]
+    m_b, m_w, limit = problem.m_b[s], problem.m_w[s], problem.memory_limit[rank]
+    trip = round_trip(problem, s)
+    least = [0.0, 0.0]
+    for k in range(2, m + 1):
+        pairs = []
+        need = k * m_b - limit
+        if math.isfinite(limit) and m_b > 0 and need > 1e-9:
+            for num_b in range(1, k):
+                rest = need - num_b * (m_b - m_w)
+                if rest <= 1e-9:
+                    num_w = 0
+                elif m_w <= 0 or rest > num_b * m_w + 1e-9:
+                    continue
+                else:
+                    num_w = math.ceil(rest / m_w - 1e-9)
+                if num_w <= num_b:
+                    pairs.append((num_b, num_w))
+        start = least[k - 1] + t_f
+        if pairs:
+            start = max(start, min(_chain_start(least, k, nb, nw, trip, t_f, t_b, t_w)
+                                   for nb, nw in pairs))
+        least.append(start)
+    return least[m] + trip + t_b + t_w
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in PROFILES.glob("*.json")))
+def test_memory_chain_bound_skips_only_chains_that_cannot_matter(name: str) -> None:
+    # Issue 11: the bound skips the chains that cannot change it (90% of a cold solve
+    # at p=32, m=256 before); its value is the full computation's, to the last bit.
+    data = _load(name)
+    rng = random.Random(name)
+    limits = [None] if data["memory_limit"] is None else \
+        [data["memory_limit"] * k for k in (0.25, 0.5, 0.75, 1, 1.5, 2, 3)]
+    for limit in limits:
+        m_w = rng.choice([None, 0.0, 0.5, 1.5])  # the profile's, none, or around m_b
+        problem = parse_profile({**data, "memory_limit": limit}).problem
+        if m_w is not None:
+            problem = dataclasses.replace(problem, m_w=tuple(
+                x * m_w for x in problem.m_b))
+        if problem.num_microbatches > 64:  # the full computation is slow there
+            problem = dataclasses.replace(problem, num_microbatches=64)
+        for r in range(problem.num_ranks):
+            assert memory_chain_bound(problem, r) == _memory_chain_bound_in_full(problem, r)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from solver.early_stop import MARGIN
 from solver.emit import schedule_from_orders
 from solver.generators.classic import one_f_one_b_capped
 from solver.generators.paper import FLAGS, paper_build, paper_candidates, paper_zb
@@ -19,14 +20,14 @@ from solver.heuristic import (
     Knobs,
     build,
     max_in_flight,
-    span_floor,
     warmup_candidates,
     zb_heuristic,
 )
 from solver.improve import improve
 from solver.ops import Op
+from solver.order_timing import time_order
 from solver.profile import parse_profile
-from solver.simulator import simulate
+from solver.simulator import peak_memory, simulate
 from solver.solve import heuristic_orders, solve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,15 +149,24 @@ def test_w_fill_leaves_no_gap_a_w_fits(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_span_floor_is_a_floor(seed: int) -> None:
-    # The fallbacks are simulated only when this floor is below the best so far.
+def test_time_order_is_the_simulators(seed: int) -> None:
+    # The fallbacks are timed by order_timing.time_order: the simulator's figures, None
+    # over the limit, and never a give-up when the order beats the incumbent.
     problem = parse_profile(random_profile(random.Random(2000 + seed))).problem
     k = max_in_flight(problem)
     for orders in (one_f_one_b_capped(problem, k), zb_h1(problem), zb_h2(problem),
                    *(b.orders for b in paper_candidates(problem))):
         sim = simulate(problem, orders)
-        if sim.metrics is not None:
-            assert span_floor(problem, orders) <= sim.metrics.cost + 1e-9
+        timed = time_order(problem, orders)
+        fits = all(x <= cap + 1e-9 for x, cap in
+                   zip(peak_memory(problem, orders), problem.memory_limit, strict=True))
+        if not fits:
+            assert timed is None
+            continue
+        assert sim.metrics is not None and timed == (sim.metrics.cost, sim.metrics.makespan)
+        for objective, value in zip(("cost", "makespan"), timed, strict=True):
+            assert time_order(problem, orders, objective, value + 1.01 * MARGIN) == timed
+            assert time_order(problem, orders, objective, value) in (timed, None)
 
 
 def test_local_search_moves_and_stops() -> None:

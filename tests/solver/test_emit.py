@@ -1,0 +1,52 @@
+"""The schedule's fast construction (solver/emit.py): the same objects as pydantic's."""
+
+from __future__ import annotations
+
+import pytest
+
+from solver.emit import schedule_from_orders, scheduled_op
+from solver.ops import FBOp, Op
+from solver.profile import parse_profile
+from solver.schedule import ScheduledOp, parse_schedule
+from solver.solve import solve
+
+_OPS = [(Op("F", 2, 5), 1.5, 2.0), (Op("B", 0, 0), 0.0, 3.25), (Op("W", 7, 1), None, None),
+        (Op("BW", 1, 3), 4.0, 6.0), (FBOp(0, 2, 1, 0), 8.0, 9.5)]
+
+
+@pytest.mark.parametrize(("op", "start", "end"), _OPS)
+def test_scheduled_op_equals_the_validated_construction(op: Op, start: float | None,
+                                                        end: float | None) -> None:
+    fields = {"kind": op.kind, "stage": op.stage, "microbatch": op.microbatch,
+              "start": start, "end": end, "stage_b": getattr(op, "stage_b", None),
+              "microbatch_b": getattr(op, "microbatch_b", None), "lane": None,
+              "policy": None}
+    validated = ScheduledOp.model_validate(fields)
+    fast = scheduled_op(op, start, end)
+    assert fast == validated
+    assert fast.model_fields_set == validated.model_fields_set
+    assert fast.model_dump() == validated.model_dump()
+    assert fast.model_dump_json() == validated.model_dump_json()
+    assert fast.op == op
+    assert fast == ScheduledOp.model_construct(**fields)
+
+
+def test_a_solved_schedule_round_trips_through_validation() -> None:
+    # Every op of an emitted schedule, read back by the validating parser, is the same.
+    profile = parse_profile({"num_ranks": 4, "num_microbatches": 8, "t_f": 1.0,
+                             "t_b": 1.0, "t_w": 1.0, "t_comm": 0.25, "m_b": 1.0, "m_w": 0.5,
+                             "memory_limit": 6.0})
+    schedule = solve(profile)
+    again = parse_schedule(schedule.model_dump(mode="json"))
+    assert again.ranks == schedule.ranks
+    orders = [[x.op for x in r] for r in schedule.ranks]
+    assert schedule_from_orders(profile, orders, schedule.method).ranks == schedule.ranks
+
+
+def test_scheduled_op_carries_a_copy_lane_and_a_policy() -> None:
+    # DESIGN.md 6.3: an O names its copy lane and its activation's policy.
+    fields = {"kind": "O", "stage": 1, "microbatch": 2, "start": 1.0, "end": 2.5,
+              "stage_b": None, "microbatch_b": None, "lane": "d2h", "policy": "offload"}
+    fast = scheduled_op(Op("O", 1, 2), 1.0, 2.5, "d2h", "offload")
+    assert fast == ScheduledOp.model_validate(fields)
+    assert fast.model_dump_json() == ScheduledOp.model_validate(fields).model_dump_json()

@@ -1,0 +1,153 @@
+"""The heuristic search's shortcuts (issue 11: speed) change no answer: a build gives up
+only when it cannot win (solver/early_stop.py), knobs skipped as copies build the same
+orders, and a warm-up copied from `forwards_only` is the one placed op by op."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+import solver.generators.paper as paper_module
+import solver.heuristic as heuristic_module
+from solver.early_stop import MARGIN, cannot_win, is_checkpoint
+from solver.generators.paper import paper_candidates
+from solver.heuristic import (
+    FILL_CHOICES,
+    Knobs,
+    build,
+    memory_caps,
+    warmup_candidates,
+    zb_heuristic,
+)
+from solver.profile import Problem, parse_profile
+from solver.warm_up import forwards_only
+from tests.solver.test_heuristic_robust import random_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+OBJECTIVES = ("cost", "makespan")
+
+
+def _problems(seed: int, count: int) -> list[Problem]:
+    rng = random.Random(seed)
+    return [parse_profile(random_profile(rng)).problem for _ in range(count)]
+
+
+def _knobs(problem: Problem) -> list[Knobs]:
+    fused = tuple(w > b for w, b in zip(problem.m_w, problem.m_b, strict=True))
+    return [Knobs(w, fill, cooldown, balance, b_first, f)
+            for w in list(dict.fromkeys(warmup_candidates(problem)))[:3]
+            for fill in FILL_CHOICES[::2] for cooldown in range(3) for balance in (False, True)
+            for b_first in (False, True) for f in ((), fused) if f != () or not any(fused)]
+
+
+def test_checkpoints() -> None:
+    assert [i for i in range(20) if is_checkpoint(i, 20)] == [1, 2, 4, 8, 12, 16, 18, 19]
+    assert [i for i in range(3) if is_checkpoint(i, 3)] == [1, 2]
+
+
+def test_cannot_win_keeps_half_the_margin() -> None:
+    assert cannot_win([10.0, 12.0], [0.0, 1.0], "cost", 11.0)
+    assert not cannot_win([10.0, 12.0], [0.0, 1.0], "cost", 11.0 + MARGIN)
+    assert cannot_win([10.0, 12.0], [0.0, 1.0], "makespan", 12.0)
+    assert not cannot_win([10.0, 12.0], [0.0, 1.0], "makespan", 12.0 + MARGIN)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_build_that_wins_never_gives_up(seed: int) -> None:
+    # Against an incumbent just above its result, a build runs to the end unchanged; at
+    # the incumbent itself (a tie, which the search refuses) it may give up.
+    for problem in _problems(seed, 4):
+        for knobs in _knobs(problem):
+            full = build(problem, knobs)
+            if not math.isfinite(full.cost):
+                continue
+            for objective in OBJECTIVES:
+                value = full.objective(objective)
+                kept = build(problem, knobs, value + MARGIN * 1.01, objective)
+                assert kept.objective(objective) == value
+                assert kept.orders == full.orders
+                tied = build(problem, knobs, value, objective)
+                assert tied.objective(objective) in (value, math.inf)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_paper_runs_that_win_are_all_yielded(seed: int) -> None:
+    for problem in _problems(100 + seed, 6):
+        every = list(paper_candidates(problem))
+        for objective in OBJECTIVES:
+            for bar in {x.objective(objective) for x in every}:
+                kept = list(paper_candidates(problem, objective, lambda bar=bar: bar))
+                winners = [x for x in every if x.objective(objective) < bar - MARGIN]
+                assert [x.orders for x in winners] == \
+                    [x.orders for x in kept if x.objective(objective) < bar - MARGIN]
+                assert all(x.orders in [y.orders for y in every] for x in kept)
+
+
+def _without_early_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    never = lambda *args: False  # noqa: E731
+    monkeypatch.setattr(heuristic_module, "cannot_win", never)
+    monkeypatch.setattr(paper_module, "cannot_win", never)
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_heuristic_answers_are_those_without_early_stop(
+        objective: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    problems = _problems(7, 40) + _paper_problems()
+    fast = [zb_heuristic(problem, objective) for problem in problems]
+    _without_early_stop(monkeypatch)
+    slow = [zb_heuristic(problem, objective) for problem in problems]
+    assert [(x.cost, x.makespan, x.orders) for x in fast] == \
+        [(x.cost, x.makespan, x.orders) for x in slow]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_knobs_a_build_never_read_build_it_again(seed: int) -> None:
+    # The search skips knobs that differ from a done build's only in knobs its decisions
+    # never read (Build.reads): such knobs build the very same orders.
+    checked = 0
+    for problem in _problems(200 + seed, 5):
+        for knobs in _knobs(problem):
+            built = build(problem, knobs)
+            for other in _knobs(problem):
+                same_rest = (other.warmup, other.b_first_when_capped, other.fused) == \
+                    (knobs.warmup, knobs.b_first_when_capped, knobs.fused)
+                if other == knobs or not same_rest or any(
+                        getattr(other, name) != getattr(knobs, name) for name in built.reads):
+                    continue
+                again = build(problem, other)
+                assert (again.cost, again.makespan) == (built.cost, built.makespan)
+                if math.isfinite(built.cost):
+                    assert again.orders == built.orders
+                checked += 1
+    assert checked > 0
+
+
+def _paper_problems() -> list[Problem]:
+    problems = []
+    for name, multiple in (("gpt1.5b-p8-m24", 2), ("gpt6.2b-p8-m32", 1.5),
+                           ("hetero-p8-m32", 2)):
+        data = json.loads((ROOT / "profiles" / f"{name}.json").read_text())
+        problems.append(parse_profile({**data, "memory_limit": data["memory_limit"]
+                                       * multiple}).problem)
+    return problems
+
+
+@pytest.mark.parametrize("seed", range(7))
+def test_a_copied_warm_up_builds_the_same(seed: int) -> None:
+    for problem in _problems(300 + seed, 5) if seed < 6 else _paper_problems():
+        forwards = forwards_only(problem, min(problem.num_microbatches,
+                                              max(memory_caps(problem))))
+        depth = len(forwards.f_end[0])  # all stages at the deepest: over some limits
+        for knobs in [*_knobs(problem), Knobs((depth,) * problem.num_ranks, 0.5)]:
+            assert forwards.covers(knobs.warmup)
+            placed, copied = build(problem, knobs), build(problem, knobs, forwards=forwards)
+            assert (copied.cost, copied.makespan, copied.reads) == \
+                (placed.cost, placed.makespan, placed.reads)
+            if math.isfinite(placed.cost):
+                assert copied.orders == placed.orders
+    # Counts that grow down the pipeline read forwards no warm-up placed: not copied.
+    assert not forwards.covers((1, 2)) and not forwards.covers((0, 0))
