@@ -46,6 +46,10 @@ class Server:
             self.port = probe.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "PPSCHED_DB_PATH": str(db_path), **env}
+        if command is not None:
+            # Another installation's entry point (a clean virtualenv's): a PYTHONPATH
+            # pointing at this checkout would make it import this checkout instead.
+            full_env.pop("PYTHONPATH", None)
         self._log = log_path.open("ab")
         command = command or [sys.executable, "-m", "api.cli"]
         self.process = subprocess.Popen(
