@@ -76,7 +76,7 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
                                     metrics=metrics, solver=info, microbatch_order=order)
 
 
-_OP_FIELDS = frozenset(ScheduledOp.model_fields)
+_OP_FIELDS = set(ScheduledOp.model_fields)
 _new = object.__new__
 _set = object.__setattr__
 
@@ -95,7 +95,8 @@ def scheduled_op(op: Op, start: float | None, end: float | None, lane: Lane | No
     _set(made, "__dict__", {"kind": op.kind, "stage": op.stage, "microbatch": op.microbatch,
                             "start": start, "end": end, "stage_b": stage_b,
                             "microbatch_b": microbatch_b, "lane": lane, "policy": policy})
-    _set(made, "__pydantic_fields_set__", _OP_FIELDS)
+    # A set of its own: pydantic adds to it when a field is assigned (op.start = ...).
+    _set(made, "__pydantic_fields_set__", _OP_FIELDS.copy())
     _set(made, "__pydantic_extra__", {})
     _set(made, "__pydantic_private__", None)
     return made

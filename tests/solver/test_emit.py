@@ -50,3 +50,14 @@ def test_scheduled_op_carries_a_copy_lane_and_a_policy() -> None:
     fast = scheduled_op(Op("O", 1, 2), 1.0, 2.5, "d2h", "offload")
     assert fast == ScheduledOp.model_validate(fields)
     assert fast.model_dump_json() == ScheduledOp.model_validate(fields).model_dump_json()
+
+
+def test_an_emitted_op_takes_assignments_like_a_validated_one() -> None:
+    # Each op has its own set of fields: assigning one field of one op (as the views'
+    # tests and users do) neither fails nor touches another op.
+    schedule = solve(parse_profile({"num_ranks": 2, "num_microbatches": 2, "t_f": 1.0,
+                                    "t_b": 1.0, "t_w": 1.0, "m_b": 1.0, "m_w": 0.5}))
+    first, second = schedule.ranks[0][0], schedule.ranks[0][1]
+    first.start = None
+    assert first.start is None and second.start is not None
+    assert first.model_fields_set is not second.model_fields_set
