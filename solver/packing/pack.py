@@ -236,19 +236,31 @@ def split_replicas(lengths: Sequence[int], cost: CostModel, cap: int,
 
 def pack_samples(lengths: Sequence[int], cost: CostModel, cap: int,
                  counts: Sequence[int]) -> list[Bins]:
-    """The balanced assignment: per replica, its microbatches' sample indices.
+    """The balanced assignment: per replica, its microbatches' sample indices
+    (`balanced_samples` over `split_replicas`).
 
-    Replicas first (`split_replicas`), then each replica's microbatches (balanced, each
-    within the cap); when a replica's samples do not fit its microbatches that way,
-    microbatches first over all samples, then dealt to the replicas by count. Empty
-    microbatches are left out. Microbatches are listed costliest first.
+    Raises:
+        PackingError: no assignment within the cap was found.
+    """
+    return balanced_samples(lengths, cost, cap, counts,
+                            split_replicas(lengths, cost, cap, counts))
+
+
+def balanced_samples(lengths: Sequence[int], cost: CostModel, cap: int,
+                     counts: Sequence[int], replicas: Bins | None) -> list[Bins]:
+    """The balanced assignment from a replica split already made (`split_replicas`; None
+    when it found none), so that several assignments can share one split.
+
+    Each replica's microbatches balanced, each within the cap; when a replica's samples
+    do not fit its microbatches that way (or there is no split), microbatches first over
+    all samples, then dealt to the replicas by count. Empty microbatches are left out.
+    Microbatches are listed costliest first.
 
     Raises:
         PackingError: no assignment within the cap was found.
     """
     weights = [cost.time([s]) for s in lengths]
     sizes = [float(s) for s in lengths]
-    replicas = split_replicas(lengths, cost, cap, counts)
     result: list[Bins] | None = None
     if replicas is not None:
         result = []

@@ -7,7 +7,7 @@ assignments of the samples, solves every replica of each, keeps the one whose sl
 replica is fastest, then moves single samples from the slowest replica to the fastest
 while the step time falls (`rebalance`). The assignments:
 
-- ``balanced``: `pack_samples` (replicas, then each replica's microbatches, balanced by
+- ``balanced``: `balanced_samples` (replicas, then each replica's microbatches, balanced by
   cost within the cap);
 - ``fill``: the same replicas, each replica's samples longest first into the first
   microbatch with room (first-fit decreasing): full microbatches and a few light ones,
@@ -26,10 +26,10 @@ from solver.packing.pack import (
     Packing,
     PackResult,
     PackSpec,
+    balanced_samples,
     costliest_first,
     fill_empty,
     naive_samples,
-    pack_samples,
     solve_replica,
     solve_replicas,
     split_replicas,
@@ -43,11 +43,11 @@ TRIES_PER_MOVE = 3
 
 
 def fill_samples(lengths: Sequence[int], cost: CostModel, cap: int,
-                 counts: Sequence[int]) -> list[Bins] | None:
-    """The ``fill`` assignment: `split_replicas`, then per replica first-fit decreasing
-    by tokens into at most its count of microbatches (spread over exactly that count
-    when fewer fill). None when a replica's samples need more microbatches that way."""
-    replicas = split_replicas(lengths, cost, cap, counts)
+                 counts: Sequence[int], replicas: Bins | None) -> list[Bins] | None:
+    """The ``fill`` assignment: from a replica split (`split_replicas`), per replica
+    first-fit decreasing by tokens into at most its count of microbatches (spread over
+    exactly that count when fewer fill). None without a split, or when a replica's
+    samples need more microbatches that way."""
     if replicas is None:
         return None
     weights = [cost.time([s]) for s in lengths]
@@ -73,8 +73,12 @@ def fill_samples(lengths: Sequence[int], cost: CostModel, cap: int,
 def candidate_assignments(spec: PackSpec) -> list[tuple[str, list[Bins]]]:
     """The assignments the search solves, by name (see the module's docstring)."""
     counts = spec.counts()
-    candidates = [("balanced", pack_samples(spec.lengths, spec.cost, spec.cap, counts))]
-    fill = fill_samples(spec.lengths, spec.cost, spec.cap, counts)
+    # One replica split serves both: balancing the samples' costs over the replicas is
+    # the costly step on large draws.
+    replicas = split_replicas(spec.lengths, spec.cost, spec.cap, counts)
+    candidates = [("balanced", balanced_samples(spec.lengths, spec.cost, spec.cap, counts,
+                                                replicas))]
+    fill = fill_samples(spec.lengths, spec.cost, spec.cap, counts, replicas)
     if fill is not None:
         candidates.append(("fill", fill))
     if spec.microbatches is None:  # the counts are ppsched's to choose

@@ -14,6 +14,7 @@ from solver.packing import (
     pack,
     rebalance,
     solve_replicas,
+    split_replicas,
 )
 from solver.packing.partition import Bins
 from solver.packing.synthetic import lognormal
@@ -35,7 +36,8 @@ def assert_assignment(groups: list[Bins], lengths: list[int], cap: int,
 def test_fill_samples_is_first_fit_decreasing_within_each_replica() -> None:
     lengths = lognormal(120, seed=5, max_tokens=8192)
     counts = list(PackSpec(lengths=tuple(lengths), cap=8192, num_replicas=2).counts())
-    groups = fill_samples(lengths, COST, 8192, counts)
+    groups = fill_samples(lengths, COST, 8192, counts,
+                          split_replicas(lengths, COST, 8192, counts))
     assert groups is not None
     assert_assignment(groups, lengths, 8192, counts)
     for g in groups:
@@ -49,7 +51,8 @@ def test_fill_samples_is_first_fit_decreasing_within_each_replica() -> None:
 
 def test_fill_samples_refuses_when_the_counts_are_too_few() -> None:
     # Four samples of 6000 tokens cannot share 8192-token microbatches: 4 are needed.
-    assert fill_samples([6000] * 4, COST, 8192, [3]) is None
+    assert fill_samples([6000] * 4, COST, 8192, [3], [[0, 1, 2, 3]]) is None
+    assert fill_samples([6000] * 4, COST, 8192, [3], None) is None  # no replica split
 
 
 @pytest.mark.parametrize("method", ["heuristic", "1f1b"])
