@@ -40,9 +40,8 @@ def applies(problem: Problem) -> bool:
     if problem.num_chunks != 1:
         return False
     p, m = problem.num_ranks, problem.num_microbatches
-    # 1F1B holds min(m, p - r) activations on rank r (its largest, with unequal ones).
-    binding = any(limit < min(m, p - r) * max(problem.m_b_mb[r]) - 1e-9
-                  for r, limit in enumerate(problem.memory_limit))
+    # 1F1B's memory with its largest microbatches, where they are unequal.
+    binding = problem.below_one_f_one_b([max(row) for row in problem.m_b_mb])
     return binding and p * m * (m - 1) <= MAX_LITERALS
 
 

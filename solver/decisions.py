@@ -29,7 +29,8 @@ def decision_problems(problem: Problem) -> Iterator[tuple[float, Problem]]:
     room for 1F1B with the largest microbatches."""
     decide = problem.for_decisions()
     yield 1.0, decide
-    if decide is problem or not _starved(decide):
+    # `decide` holds each stage's largest memory: 1F1B with the largest microbatches.
+    if decide is problem or not decide.below_one_f_one_b():
         return
     seen = {(decide.m_b, decide.m_w)}
     for q in MEMORY_QUANTILES[1:]:
@@ -39,14 +40,6 @@ def decision_problems(problem: Problem) -> Iterator[tuple[float, Problem]]:
             continue
         seen.add((m_b, m_w))
         yield q, replace(decide, m_b=m_b, m_w=m_w)
-
-
-def _starved(decide: Problem) -> bool:
-    """Whether some rank's limit is below what 1F1B holds there with the largest
-    microbatches: rank r keeps min(m, p - r) in flight, each holding its stages' m_b."""
-    p, m = decide.num_ranks, decide.num_microbatches
-    return any(limit < min(m, p - r) * sum(decide.m_b[s] for s in decide.rank_to_stages[r])
-               - 1e-9 for r, limit in enumerate(decide.memory_limit))
 
 
 def _quantile(values: tuple[float, ...], q: float) -> float:

@@ -358,6 +358,17 @@ class Problem:
                        _t_w_mb=permute(self.t_w_mb), _t_comm_mb=permute(self.t_comm_mb),
                        _m_b_mb=permute(self.m_b_mb), _m_w_mb=permute(self.m_w_mb))
 
+    def below_one_f_one_b(self, m_b: Sequence[float] | None = None) -> bool:
+        """Whether some rank's limit is below what 1F1B holds there: rank r keeps
+        min(m, p - r) microbatches in flight, each holding its stages' `m_b` (per stage;
+        default: the problem's own)."""
+        p, m = self.num_ranks, self.num_microbatches
+        per_stage = self.m_b if m_b is None else m_b
+        return any(limit < min(m, p - r) * math.fsum(per_stage[s] for s in stages) - 1e-9
+                   for r, (limit, stages) in enumerate(zip(self.memory_limit,
+                                                           self.rank_to_stages,
+                                                           strict=True)))
+
     def for_decisions(self) -> Problem:
         """A problem with alike microbatches on which an algorithm that reads one value
         per stage can decide an order for this one: the mean times and latencies, and

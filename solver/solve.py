@@ -333,11 +333,7 @@ TIGHT_LAYOUTS: tuple[Layout, ...] = ((1, None), (2, "v"))
 def below_one_f_one_b(problem: Problem) -> bool:
     """Whether some rank's limit is below what 1F1B holds there (one chunk per rank:
     rank r keeps min(m, p - r) forwards in flight)."""
-    if problem.num_chunks != 1:
-        return False
-    p, m = problem.num_ranks, problem.num_microbatches
-    return any(limit < min(m, p - r) * problem.m_b[r] - 1e-9
-               for r, limit in enumerate(problem.memory_limit))
+    return problem.num_chunks == 1 and problem.below_one_f_one_b()
 
 
 def default_layouts(profile: Profile, method: str) -> tuple[Layout, ...]:
