@@ -124,6 +124,11 @@ class StageRunner:
         deferred = self._deferred.get(microbatch)
         return deferred.nbytes() if deferred is not None else 0
 
+    def offloaded_bytes(self, microbatch: int) -> int:
+        """Bytes an offloaded F of `microbatch` saved for O to copy (0 when none is held)."""
+        return sum(box.tensor.untyped_storage().nbytes()
+                   for box in self._offloaded.get(microbatch, ()))
+
     def forward(self, microbatch: int, x: Value, target: torch.Tensor | None = None,
                 policy: Policy = "keep") -> Value | None:
         """F: run the stage; return its output, detached, for the next stage (None if last).
