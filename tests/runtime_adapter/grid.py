@@ -27,6 +27,7 @@ from runtime_adapter.gpt import (
     split_stages,
     tied_parameters,
 )
+from runtime_adapter.torch_engine import TorchPipelineEngine
 from solver.profile import parse_profile
 from solver.schedule import Schedule
 from solver.solve import solve
@@ -59,8 +60,16 @@ def ppsched_step(step: StepInput) -> tuple[float | None, list[nn.Parameter]]:
     return result.loss, executor.parameters()
 
 
+def torch_step(step: StepInput) -> tuple[float | None, list[nn.Parameter]]:
+    engine = TorchPipelineEngine(step.schedule, step.stages, gpt_loss, group=step.pp_group,
+                                 dp_group=step.dp_group, tied=step.tied,
+                                 autocast_dtype=step.autocast_dtype)
+    result = engine.run(step.inputs, step.targets)
+    return result.loss, engine.parameters()
+
+
 ENGINES: dict[str, Callable[[StepInput], tuple[float | None, list[nn.Parameter]]]] = {
-    "ppsched": ppsched_step}
+    "ppsched": ppsched_step, "torch": torch_step}
 
 
 def schedule_for(method: str, pp: int) -> Schedule:
