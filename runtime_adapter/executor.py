@@ -16,7 +16,9 @@ Usage (one process per rank, ``torch.distributed`` initialised)::
 
 Data parallel (``dp_group``), weights tied across ranks (``tied``), autocast
 (``autocast_dtype``) and gradient accumulation (``run(accumulate=..., sync=...)``) are
-the executor's own: B/W set ``.grad`` themselves, so DDP's and FSDP's hooks never fire.
+the executor's own: B/W set ``.grad`` themselves, so DDP's and FSDP's hooks never fire. A
+DDP-wrapped stage is run unwrapped and reduced over its DDP group; FSDP2 is refused
+(`runtime_adapter.dp_wrappers`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from runtime_adapter.comm import (
     posting,
     wait,
 )
+from runtime_adapter.dp_wrappers import unwrap_for_ppsched
 from runtime_adapter.plan import Message, RankPlan, check_schedule, plan_rank
 from runtime_adapter.stage import LossFn, Policy, StageRunner
 from runtime_adapter.timeline import OpRecord
@@ -83,8 +86,11 @@ class PipelineExecutor:
         timeout_s: the longest any single wait may take before `PipelineTimeout`.
         dp_group: the data-parallel group of this rank's replicas (same stages, other
             data). Each parameter's gradient is averaged over it as soon as its last W of
-            the step has run, overlapped with the rest of the step; do not also wrap the
-            stages in DDP (its hooks never fire: B/W set ``.grad`` themselves).
+            the step has run, overlapped with the rest of the step. Stages wrapped in
+            ``DistributedDataParallel`` are run unwrapped and their DDP group serves as
+            `dp_group` (DDP's own hooks would never fire: B/W set ``.grad``
+            themselves); FSDP2 (``fully_shard``) stages are refused: use
+            ``engine="torch"`` (`runtime_adapter.torch_engine`) for those.
         tied: parameters held as copies on several pipeline ranks (a tied embedding and
             head), each with the group of the ranks that hold a copy: their gradients are
             summed over it at the end of the step. A tie between stages of one rank needs
@@ -95,6 +101,8 @@ class PipelineExecutor:
     Raises:
         ScheduleMismatch: on every rank, when any rank's stages, the world size or the
             orders do not match the schedule; found before any point-to-point traffic.
+        ValueError: an FSDP2 stage, or DDP stages that do not agree with each other or
+            with `dp_group` (`runtime_adapter.dp_wrappers.unwrap_for_ppsched`).
     """
 
     def __init__(self, schedule: Schedule | dict[str, Any], stages: Mapping[int, nn.Module],
@@ -103,6 +111,9 @@ class PipelineExecutor:
                  tied: Sequence[tuple[nn.Parameter, dist.ProcessGroup]] = (),
                  autocast_dtype: torch.dtype | None = None) -> None:
         self.schedule = schedule if isinstance(schedule, Schedule) else parse_schedule(schedule)
+        # A DDP stage runs unwrapped, reduced over its group by us (its hooks would not
+        # fire); FSDP2 is refused (see runtime_adapter.dp_wrappers).
+        stages, dp_group = unwrap_for_ppsched(stages, dp_group)
         self.group = group
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)

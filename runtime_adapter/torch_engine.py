@@ -42,12 +42,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.fsdp import FSDPModule
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 from torch.distributed.tensor import DTensor
-from torch.nn.parallel import DistributedDataParallel
 
+from runtime_adapter.dp_wrappers import check_for_torch
 from runtime_adapter.executor import StepResult
 from runtime_adapter.stage import LossFn
 from solver.render.torch_csv import DROPPED_KINDS, dropped_note
@@ -127,7 +126,8 @@ class TorchPipelineEngine:
         if sorted(stages) != expected:
             raise ValueError(f"invalid 'stages': got stages {sorted(stages)} on pipeline "
                              f"rank {rank}; expected {expected} as the schedule places them")
-        self._check_wrappers(stages, dp_group)
+        check_for_torch(stages, dp_group, _splits_backward(self.schedule),
+                        self.schedule.method)
         self.m = self.schedule.profile.num_microbatches
         self.stages = dict(stages)
         self.dp_group = dp_group
@@ -152,24 +152,6 @@ class TorchPipelineEngine:
                                                  loss_fn=scaled_loss, scale_grads=False)
         # torch's lowering adds UNSHARD/RESHARD, REDUCE_GRAD and the sends and receives.
         self._runtime._prepare_schedule_with_comms(torch_actions(self.schedule))
-
-    def _check_wrappers(self, stages: Mapping[int, nn.Module],
-                        dp_group: dist.ProcessGroup | None) -> None:
-        for s, module in stages.items():
-            wrapped = isinstance(module, (DistributedDataParallel, FSDPModule))
-            if wrapped and dp_group is not None:
-                raise ValueError(f"invalid 'dp_group': stage {s} is wrapped in "
-                                 f"{type(module).__name__}, which reduces its gradients "
-                                 "itself; expected dp_group=None with wrapped stages")
-            if isinstance(module, DistributedDataParallel) and _splits_backward(
-                    self.schedule):
-                raise ValueError(
-                    f"invalid 'stages': stage {s} is wrapped in DistributedDataParallel "
-                    f"and the schedule ({self.schedule.method}) splits B and W: torch's "
-                    "split backward computes weight gradients with torch.autograd.grad, "
-                    "so DDP's hooks never fire and each replica would keep its own "
-                    "gradient; expected fully_shard (FSDP2) stages, unwrapped stages "
-                    "with dp_group=, or a schedule with fused backwards (e.g. 1f1b)")
 
     def parameters(self) -> list[nn.Parameter]:
         """This rank's stage parameters (for the optimizer), each object once."""

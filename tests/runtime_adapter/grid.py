@@ -17,6 +17,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel
 
 from runtime_adapter.executor import PipelineExecutor
 from runtime_adapter.gpt import (
@@ -82,7 +86,35 @@ def schedule_for(method: str, pp: int) -> Schedule:
     return solve(parse_profile(data), method)
 
 
+def case_key(method: str, dtype_name: str | None, wrapper: str | None = None) -> str:
+    """A grid case's name in the results: method, dtype and data-parallel wrapper."""
+    return f"{method}-{dtype_name or 'fp32'}" + (f"-{wrapper}" if wrapper else "")
+
+
+def wrapped(stages: dict[int, nn.Module], wrapper: str,
+            dp_group: dist.ProcessGroup) -> dict[int, nn.Module]:
+    """This rank's stages in a data-parallel wrapper over `dp_group`, as torchtitan
+    composes them: ``"ddp"`` (DistributedDataParallel) or ``"fsdp"`` (FSDP2's
+    ``fully_shard``, in place, on a 1-D mesh of the group)."""
+    if wrapper == "ddp":
+        return {s: DistributedDataParallel(m, process_group=dp_group)
+                for s, m in stages.items()}
+    if wrapper == "fsdp":
+        mesh = DeviceMesh.from_group(dp_group, "cpu")
+        for module in stages.values():
+            fully_shard(module, mesh=mesh)
+        return dict(stages)
+    raise ValueError(f"invalid 'wrapper': got {wrapper!r}; expected 'ddp' or 'fsdp'")
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    # An FSDP2 parameter or gradient is a shard: compare the whole tensor (a collective
+    # over the data-parallel group, called in one order on every replica).
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = _full(a), _full(b)
     return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
 
 
@@ -93,8 +125,10 @@ def _named(stages: Mapping[int, nn.Module]) -> dict[str, nn.Parameter]:
 
 def grid(rank: int, world: int, dp: int, engine: str,
          cases: list[tuple[str, str | None]]) -> dict[str, dict[str, float]]:
-    """Per case (method, autocast dtype name): the largest relative error on this rank of
-    the loss, of any gradient after the reductions, and of any parameter after AdamW."""
+    """Per case (method, autocast dtype name[, data-parallel wrapper]): the largest
+    relative error on this rank of the loss, of any gradient after the reductions, and of
+    any parameter after AdamW. With a wrapper (`wrapped`) the engine gets the wrapped
+    stages and no ``dp_group``: the wrapper alone reduces."""
     pp = world // dp
     d, r = divmod(rank, pp)
     # Every rank creates every group, in one order (new_group is collective).
@@ -102,7 +136,8 @@ def grid(rank: int, world: int, dp: int, engine: str,
     dp_groups = [dist.new_group([e * pp + q for e in range(dp)]) for q in range(pp)]
     tie_groups = [dist.new_group([e * pp, e * pp + pp - 1]) for e in range(dp)]
     out: dict[str, dict[str, float]] = {}
-    for method, dtype_name in cases:
+    for method, dtype_name, *wrapper_or_none in cases:
+        wrapper = wrapper_or_none[0] if wrapper_or_none else None
         dtype = getattr(torch, dtype_name) if dtype_name else None
         schedule = schedule_for(method, pp)
         problem = schedule.profile.problem
@@ -130,18 +165,26 @@ def grid(rank: int, world: int, dp: int, engine: str,
         stages = split_stages(model, n)
         mine = copy.deepcopy({s: stages[s] for s in problem.rank_to_stages[r]})
         first, last = problem.stage_to_rank[0], problem.stage_to_rank[n - 1]
+        dp_group = dp_groups[r] if dp > 1 else None
+        if wrapper is not None:
+            assert dp_group is not None, "a data-parallel wrapper needs replicas"
+            engine_stages = wrapped(mine, wrapper, dp_group)
+            dp_group = None  # the wrapper reduces
+        else:
+            engine_stages = mine
+        # After wrapping: fully_shard replaces the parameters by sharded ones.
         tied = [(p, tie_groups[d]) for p in tied_parameters(mine)] if first != last else []
         assert first != last or pp - 1 == 0 or {first, last} == {0}
         if first != last:
             assert (first, last) == (0, pp - 1), "the tie groups assume these ranks"
-        step = StepInput(schedule, mine, pp_groups[d], dp_groups[r] if dp > 1 else None,
-                         tied, dtype, tokens[d * M:(d + 1) * M], targets[d * M:(d + 1) * M])
+        step = StepInput(schedule, engine_stages, pp_groups[d], dp_group, tied, dtype,
+                         tokens[d * M:(d + 1) * M], targets[d * M:(d + 1) * M])
         loss, params = ENGINES[engine](step)
         named = _named(mine)
         grad_err = max(_rel(p.grad, ref_grads[k]) for k, p in named.items())
         torch.optim.AdamW(params, lr=LR).step()
         param_err = max(_rel(p.detach(), ref_params[k].detach()) for k, p in named.items())
-        out[f"{method}-{dtype_name or 'fp32'}"] = {
+        out[case_key(method, dtype_name, wrapper)] = {
             "loss": abs(loss - ref_loss) / abs(ref_loss) if loss is not None else 0.0,
             "grad": grad_err, "param": param_err, "has_loss": float(loss is not None),
             "num_params": float(sum(p.numel() for p in params)),

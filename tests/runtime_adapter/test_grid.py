@@ -25,13 +25,20 @@ DTYPES: list[str | None] = [None, "bfloat16"]
 CASES = [(method, dtype) for method in METHODS for dtype in DTYPES]
 TOPOLOGIES = {"2x2": 2, "4x1": 1}  # pipeline x data parallel -> data-parallel size
 ENGINES = [name for name in ("ppsched", "torch") if name in grid.ENGINES]
+# Data parallel through the wrappers instead of dp_group= (2x2 only; a few cases keep the
+# grid's time bounded): our engine runs a DDP stage unwrapped over DDP's group; torch's
+# runtime drives DDP (fused backwards only, see test_dp_wrappers) and FSDP2 itself.
+WRAPPED: dict[str, list[tuple[str, str | None, str]]] = {
+    "ppsched": [("zb-h1", None, "ddp")],
+    "torch": [("1f1b", None, "ddp"), ("zb-h1", None, "fsdp"), ("zb-h1", "bfloat16", "fsdp")]}
 
 
 @pytest.fixture(scope="module")
 def results() -> dict[tuple[str, str], list[dict[str, dict[str, float]]]]:
     # One launch per engine and topology runs every case: process start-up is paid once.
-    return {(engine, topology): launch_local(grid.grid, 4, dp, engine, CASES, timeout_s=500)
-            for engine in ENGINES for topology, dp in TOPOLOGIES.items()}
+    return {(engine, topology): launch_local(
+        grid.grid, 4, dp, engine, CASES + (WRAPPED[engine] if dp > 1 else []),
+        timeout_s=500) for engine in ENGINES for topology, dp in TOPOLOGIES.items()}
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -40,15 +47,29 @@ def results() -> dict[tuple[str, str], list[dict[str, dict[str, float]]]]:
 def test_pipelined_step_equals_the_unpipelined_model(
         results: dict[tuple[str, str], Any], engine: str, topology: str,
         case: tuple[str, str | None]) -> None:
-    key = f"{case[0]}-{case[1] or 'fp32'}"
-    per_rank = [rank[key] for rank in results[(engine, topology)]]
+    _check_case(results[(engine, topology)], grid.case_key(*case), TOPOLOGIES[topology])
+
+
+@pytest.mark.parametrize(("engine", "case"), [(e, c) for e in ENGINES for c in WRAPPED[e]],
+                         ids=lambda x: x if isinstance(x, str) else grid.case_key(*x))
+def test_data_parallel_wrappers_compose_with_the_engine(
+        results: dict[tuple[str, str], Any], engine: str,
+        case: tuple[str, str | None, str]) -> None:
+    # The engines get no dp_group here: only the wrapper can have averaged the replicas'
+    # gradients (a replica's own is far off the mean: see test_dp_wrappers).
+    _check_case(results[(engine, "2x2")], grid.case_key(*case), 2)
+
+
+def _check_case(per_rank_results: list[dict[str, dict[str, float]]], key: str,
+                replicas: int) -> None:
+    per_rank = [rank[key] for rank in per_rank_results]
     for rank, figures in enumerate(per_rank):
         assert figures["num_params"] > 0 and figures["distinct"] == 1.0, (rank, figures)
         assert figures["loss"] <= TOLERANCE, (rank, figures)
         assert figures["grad"] <= TOLERANCE, (rank, figures)
         assert figures["param"] <= TOLERANCE, (rank, figures)
     # One loss per replica: the rank of the last stage in each.
-    assert sum(f["has_loss"] for f in per_rank) == TOPOLOGIES[topology]
+    assert sum(f["has_loss"] for f in per_rank) == replicas
 
 
 def test_gradients_accumulate_across_run_calls_and_reduce_once() -> None:

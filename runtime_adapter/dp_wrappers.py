@@ -1,0 +1,110 @@
+"""Stages wrapped in a data-parallel module (DDP, FSDP2): what each engine does with them.
+
+DDP and FSDP reduce gradients from autograd hooks that fire when ``.backward()``
+accumulates into a parameter. Our executor's B/W compute gradients with
+``torch.autograd.grad`` and set ``.grad`` themselves, and so does torch's split backward
+(``I``/``W``): the hooks never fire, and a wrapped stage would silently keep each replica's
+own gradient. So:
+
+- ``engine="ppsched"``: a DDP-wrapped stage is run unwrapped and its DDP process group
+  becomes the executor's ``dp_group`` (the executor averages each gradient over it after
+  its last W: the same result DDP gives). FSDP2 is refused: its parameters are shards the
+  executor cannot reduce-scatter.
+- ``engine="torch"``: torch's runtime reduce-scatters an FSDP2-wrapped stage itself after
+  the stage's last backward; DDP is accepted only when no backward is split (torch calls
+  DDP's reducer on the last fused backward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import FSDPModule
+from torch.nn.parallel import DistributedDataParallel
+
+
+def _inner_wrappers(module: nn.Module) -> list[str]:
+    """Names of DDP/FSDP2 modules strictly inside `module`."""
+    return [f"{name} ({type(sub).__name__})" for name, sub in module.named_modules()
+            if name and isinstance(sub, (DistributedDataParallel, FSDPModule))]
+
+
+def unwrap_for_ppsched(stages: Mapping[int, nn.Module],
+                       dp_group: dist.ProcessGroup | None,
+                       ) -> tuple[dict[int, nn.Module], dist.ProcessGroup | None]:
+    """The stages our executor runs and the data-parallel group it reduces over.
+
+    DDP-wrapped stages give their inner module and their process group (all of a rank's
+    stages wrapped alike, over one group, equal to `dp_group` when that is given too).
+
+    Raises:
+        ValueError: an FSDP2 stage, a DDP or FSDP module inside a stage, stages wrapped
+            unlike each other, or DDP over a group other than `dp_group`.
+    """
+    ddp = {s: m for s, m in stages.items() if isinstance(m, DistributedDataParallel)}
+    for s, module in stages.items():
+        if isinstance(module, FSDPModule):
+            raise ValueError(
+                f"invalid 'stages': stage {s} is wrapped in {type(module).__name__} "
+                "(fully_shard): engine='ppsched' sets gradients itself and cannot "
+                "reduce-scatter FSDP shards; expected the unwrapped module with "
+                "dp_group=<the data-parallel group>, or engine='torch', which runs FSDP2 "
+                "stages")
+        inner = _inner_wrappers(module.module if s in ddp else module)
+        if inner:
+            raise ValueError(
+                f"invalid 'stages': stage {s} holds data-parallel wrappers inside it "
+                f"({', '.join(inner)}), whose hooks never fire under engine='ppsched'; "
+                "expected plain modules with dp_group=, or the whole stage in DDP")
+    if not ddp:
+        return dict(stages), dp_group
+    if len(ddp) != len(stages):
+        raise ValueError(f"invalid 'stages': stages {sorted(ddp)} are wrapped in "
+                         f"DistributedDataParallel and stages "
+                         f"{sorted(set(stages) - set(ddp))} are not; expected every stage "
+                         "of this rank wrapped alike")
+    groups = {tuple(dist.get_process_group_ranks(m.process_group)) for m in ddp.values()}
+    if dp_group is not None:
+        groups.add(tuple(dist.get_process_group_ranks(dp_group)))
+    if len(groups) != 1:
+        raise ValueError(f"invalid 'dp_group': the DDP stages and dp_group span different "
+                         f"ranks {sorted(groups)}; expected one data-parallel group")
+    group = dp_group if dp_group is not None else next(iter(ddp.values())).process_group
+    return {s: m.module if s in ddp else m for s, m in stages.items()}, group
+
+
+def check_for_torch(stages: Mapping[int, nn.Module], dp_group: dist.ProcessGroup | None,
+                    splits_backward: bool, method: str) -> None:
+    """Refuse the wrappings torch's runtime would reduce wrongly or not at all.
+
+    Raises:
+        ValueError: a wrapper with `dp_group` too (two reductions), DDP with a split
+            backward, or a wrapper only inside a stage (torch's runtime looks at the
+            stage's root module alone).
+    """
+    for s, module in stages.items():
+        wrapped = isinstance(module, (DistributedDataParallel, FSDPModule))
+        if wrapped and dp_group is not None:
+            raise ValueError(f"invalid 'dp_group': stage {s} is wrapped in "
+                             f"{type(module).__name__}, which reduces its gradients "
+                             "itself; expected dp_group=None with wrapped stages")
+        if isinstance(module, DistributedDataParallel) and splits_backward:
+            raise ValueError(
+                f"invalid 'stages': stage {s} is wrapped in DistributedDataParallel and the "
+                f"schedule ({method}) splits B and W: torch's split backward computes "
+                "weight gradients with torch.autograd.grad, so DDP's hooks never fire and "
+                "each replica would keep its own gradient; expected fully_shard (FSDP2) "
+                "stages, unwrapped stages with dp_group=, or a schedule with fused "
+                "backwards (e.g. 1f1b)")
+        if not isinstance(module, FSDPModule):
+            inner = _inner_wrappers(module.module if isinstance(
+                module, DistributedDataParallel) else module)
+            if inner:
+                raise ValueError(
+                    f"invalid 'stages': stage {s} holds data-parallel wrappers inside it "
+                    f"({', '.join(inner)}) but its root is {type(module).__name__}: "
+                    "torch's runtime reduces only a stage whose root is fully_shard; "
+                    "expected fully_shard applied to the stage module too (as torchtitan "
+                    "does)")

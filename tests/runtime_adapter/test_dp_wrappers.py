@@ -1,0 +1,42 @@
+"""Data-parallel wrappers an engine cannot reduce correctly are refused, naming the module
+and what to pass instead, never run with a silently local gradient (2x2 gloo, tied GPT).
+The wrappings that do compose are in the correctness grid (test_grid.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime_adapter.launch import LaunchError, launch_local
+from tests.runtime_adapter import dp_wrapper_side
+
+pytestmark = pytest.mark.dist
+
+
+def test_our_engine_refuses_fsdp2_stages_naming_the_supported_ways() -> None:
+    for rank, message in enumerate(launch_local(dp_wrapper_side.refusal, 4, "ppsched",
+                                                "zb-h1", "fsdp", timeout_s=200)):
+        assert "is wrapped in FSDPSequential (fully_shard)" in message, (rank, message)
+        assert "dp_group=" in message and "engine='torch'" in message, (rank, message)
+
+
+def test_torch_engine_refuses_ddp_when_the_schedule_splits_b_and_w() -> None:
+    for rank, message in enumerate(launch_local(dp_wrapper_side.refusal, 4, "torch",
+                                                "zb-h1", "ddp", timeout_s=200)):
+        assert "wrapped in DistributedDataParallel and the schedule (zb-h1) splits B and W" \
+            in message, (rank, message)
+        assert "fully_shard (FSDP2)" in message and "dp_group=" in message, (rank, message)
+
+
+def test_torch_runtime_leaves_local_gradients_under_ddp_with_a_split_backward() -> None:
+    # Why the refusal above: torch 2.13's split backward (stage_backward_input/_weight in
+    # torch/distributed/pipelining/_backward.py) sets .grad from torch.autograd.grad, so
+    # DDP's hooks never fire. Without the guard every rank's gradients stay far from the
+    # data-parallel mean, and nothing raises. When torch changes this, the test fails:
+    # revisit the refusal then.
+    try:
+        per_rank = launch_local(dp_wrapper_side.torch_ddp_split_unguarded, 4, "zb-h1",
+                                timeout_s=200)
+    except LaunchError as exc:  # torch changed: revisit the refusal's message
+        pytest.fail(f"torch's runtime now raises under DDP with a split backward: {exc}")
+    for rank, figures in enumerate(per_rank):
+        assert figures["grad"] > 0.1, (rank, figures)
