@@ -1,6 +1,8 @@
 """``torchrun`` entry point: run a schedule on the built-in example MLP, one rank a process.
 
     torchrun --nproc-per-node 2 -m runtime_adapter.run --method zb-h1 --microbatches 8 --check
+    torchrun --nproc-per-node 2 -m runtime_adapter.run --method zb-v --chunks 2 \
+        --placement v --engine torch --check
     torchrun --nproc-per-node 4 -m runtime_adapter.run --schedule S.json --steps 5 \\
         --trace out/measured.json --report out/report.txt
 
@@ -9,7 +11,9 @@ unit-time profile (``--method``). Every rank builds the example model from one s
 keeps its stages. ``--check`` compares the first step's loss and gradients with the
 unpipelined model; ``--trace``/``--report`` record the last step and write the measured
 Chrome trace and the predicted-vs-measured report (meaningful when the schedule's profile
-was measured in ms, e.g. by ``python -m runtime_adapter.profiler``).
+was measured in ms, e.g. by ``python -m runtime_adapter.profiler``). ``--engine torch``
+runs the schedule in torch.distributed.pipelining's runtime instead of our executor
+(`runtime_adapter.engines`); it records no per-op times.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from runtime_adapter.comm import PipelineTimeout
+from runtime_adapter.engines import ENGINE_NAMES, make_engine
 from runtime_adapter.executor import PipelineExecutor
 from runtime_adapter.model import example_batch, mlp_stages, mse_loss
 from runtime_adapter.optim import step_optimizer
@@ -59,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-grad-norm", type=float, default=None)
     p.add_argument("--timeout", type=float, default=60.0, help="seconds any wait may take")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per rank")
+    p.add_argument("--engine", choices=ENGINE_NAMES, default="ppsched",
+                   help="ppsched: our executor (default); torch: torch's pipelining runtime")
     p.add_argument("--check", action="store_true",
                    help="compare step 1 with the unpipelined model")
     p.add_argument("--trace", help="write the last step's measured Chrome trace here")
@@ -78,7 +86,7 @@ def _schedule(args: argparse.Namespace, world: int) -> Schedule:
     return solve(parse_profile(data), args.method)
 
 
-def _check(executor: PipelineExecutor, stages: list[nn.Sequential], loss: float | None,
+def _check(mine: dict[int, nn.Module], stages: list[nn.Sequential], loss: float | None,
            inputs: list[torch.Tensor], targets: list[torch.Tensor]) -> float:
     """The largest relative error of this rank's gradients (and loss) vs. the reference."""
     reference = nn.Sequential(*copy.deepcopy(stages))
@@ -87,9 +95,8 @@ def _check(executor: PipelineExecutor, stages: list[nn.Sequential], loss: float 
     ref_loss.backward()  # type: ignore[union-attr]
     ref = ref_loss.item()  # type: ignore[union-attr]
     worst = abs(loss - ref) / abs(ref) if loss is not None else 0.0
-    for s in executor.plan.stages:
-        for p, q in zip(executor.runners[s].module.parameters(), reference[s].parameters(),
-                        strict=True):
+    for s, module in mine.items():
+        for p, q in zip(module.parameters(), reference[s].parameters(), strict=True):
             assert p.grad is not None and q.grad is not None
             worst = max(worst, float((p.grad - q.grad).norm() / q.grad.norm().clamp_min(1e-30)))
     return worst
@@ -99,11 +106,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(args.threads)
+    if args.engine == "torch" and (args.trace or args.report):
+        print("runtime_adapter.run: error: --trace/--report need --engine ppsched; got "
+              "--engine torch, whose runtime records no per-op times", file=sys.stderr)
+        return 2
     if "RANK" not in os.environ:
         print("runtime_adapter.run: error: not launched by torchrun (RANK is not set); run "
               "`torchrun --nproc-per-node P -m runtime_adapter.run ...`", file=sys.stderr)
         return 2
-    dist.init_process_group("gloo")
+    # torch's runtime waits with the process group's timeout; ours with --timeout too.
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     try:
         schedule = _schedule(args, world)
@@ -112,15 +124,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         stages = mlp_stages(problem.num_stages, hidden=args.hidden,
                             layers_per_stage=args.layers_per_stage)
         mine = {s: copy.deepcopy(stages[s]) for s in problem.rank_to_stages[rank]}
-        executor = PipelineExecutor(schedule, mine, mse_loss, timeout_s=args.timeout)
+        options = {"timeout_s": args.timeout} if args.engine == "ppsched" else {}
+        executor = make_engine(args.engine, schedule, mine, mse_loss, **options)
         optimizer = torch.optim.AdamW(executor.parameters(), lr=args.lr)
         inputs, targets = example_batch(m, microbatch_size=args.microbatch_size,
                                         hidden=args.hidden)
         recording = bool(args.trace or args.report)
         for step in range(1, args.steps + 1):
-            result = executor.run(inputs, targets, record=recording and step == args.steps)
+            if isinstance(executor, PipelineExecutor):
+                result = executor.run(inputs, targets,
+                                      record=recording and step == args.steps)
+            else:
+                result = executor.run(inputs, targets)
             if args.check and step == 1:
-                error = torch.tensor([_check(executor, stages, result.loss, inputs, targets)])
+                error = torch.tensor([_check(mine, stages, result.loss, inputs, targets)])
                 dist.all_reduce(error, op=dist.ReduceOp.MAX)
                 if rank == 0:
                     log.info("step 1 vs. the unpipelined model: largest relative error of "

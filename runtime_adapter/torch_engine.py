@@ -116,12 +116,12 @@ class TorchPipelineEngine:
                  autocast_dtype: torch.dtype | None = None) -> None:
         self.schedule = schedule if isinstance(schedule, Schedule) else parse_schedule(schedule)
         problem = self.schedule.profile.problem
-        rank = dist.get_rank(group)
         note = dropped_note(self.schedule)
         if note is not None:
-            raise ValueError(f"invalid 'schedule': it holds {', '.join(DROPPED_KINDS)} ops "
+            raise ValueError(f"invalid 'schedule': it holds {'/'.join(DROPPED_KINDS)} ops "
                              f"that engine='torch' cannot run ({note}); expected a schedule "
                              "without activation policies, or engine='ppsched'")
+        rank = dist.get_rank(group)
         expected = sorted(problem.rank_to_stages[rank])
         if sorted(stages) != expected:
             raise ValueError(f"invalid 'stages': got stages {sorted(stages)} on pipeline "
@@ -163,13 +163,16 @@ class TorchPipelineEngine:
 
     def run(self, microbatches: Sequence[torch.Tensor] | None = None,
             targets: Sequence[torch.Tensor] | None = None, *,
-            accumulate: bool = False) -> StepResult:
+            accumulate: bool = False, sync: bool = True) -> StepResult:
         """Run this rank's actions of one step; gradients end in the parameters' ``.grad``.
 
         Args:
             microbatches: the step's `m` inputs (needed on the rank of stage 0).
             targets: the `m` targets (needed on the rank of the last stage).
             accumulate: add to the ``.grad`` of earlier calls instead of starting from none.
+            sync: reduce over ``dp_group`` and ``tied`` in this call; pass False on all
+                but the last call of an accumulation (a tie's sum must run once). FSDP2
+                and DDP stages reduce in every call, which accumulates correctly.
 
         Raises:
             ValueError: missing or wrongly counted microbatches or targets.
@@ -189,7 +192,8 @@ class TorchPipelineEngine:
         losses: list[torch.Tensor] = []
         # torch cuts the concatenation back into the same m microbatches.
         self._runtime.step(*args, target=target, losses=losses, return_outputs=False)
-        self._reduce()
+        if sync:
+            self._reduce()
         loss = float(sum(x.detach().double() for x in losses)) if has_last else None
         return StepResult(loss)
 

@@ -22,6 +22,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
+from runtime_adapter.engines import make_engine
 from runtime_adapter.executor import PipelineExecutor
 from runtime_adapter.gpt import (
     GPTConfig,
@@ -192,7 +193,7 @@ def grid(rank: int, world: int, dp: int, engine: str,
     return out
 
 
-def accumulation(rank: int, world: int, dp: int) -> dict[str, float]:
+def accumulation(rank: int, world: int, dp: int, engine: str) -> dict[str, float]:
     """Two `run()` calls accumulated (the first with ``sync=False``), 2x2 ZB-H1, against
     the reference that sums both calls' losses (each the mean of its microbatches)."""
     pp = world // dp
@@ -213,10 +214,11 @@ def accumulation(rank: int, world: int, dp: int) -> dict[str, float]:
                  .items()}
     mine = copy.deepcopy({s: split_stages(model, n)[s]
                           for s in schedule.profile.problem.rank_to_stages[r]})
-    executor = PipelineExecutor(schedule, mine, gpt_loss, group=pp_groups[d],
-                                dp_group=dp_groups[r],
-                                tied=[(p, tie_groups[d]) for p in tied_parameters(mine)],
-                                timeout_s=60)
+    options: dict[str, Any] = {"timeout_s": 60} if engine == "ppsched" else {}
+    executor = make_engine(engine, schedule, mine, gpt_loss, group=pp_groups[d],
+                           dp_group=dp_groups[r],
+                           tied=[(p, tie_groups[d]) for p in tied_parameters(mine)],
+                           **options)
     local_after_first = 0.0
     for call in range(calls):
         # Call c, replica d: microbatches (c * dp + d) * M ... + M.

@@ -72,8 +72,10 @@ def _check_case(per_rank_results: list[dict[str, dict[str, float]]], key: str,
     assert sum(f["has_loss"] for f in per_rank) == replicas
 
 
-def test_gradients_accumulate_across_run_calls_and_reduce_once() -> None:
-    for rank, figures in enumerate(launch_local(grid.accumulation, 4, 2, timeout_s=300)):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gradients_accumulate_across_run_calls_and_reduce_once(engine: str) -> None:
+    for rank, figures in enumerate(launch_local(grid.accumulation, 4, 2, engine,
+                                                timeout_s=300)):
         assert figures["grad"] <= TOLERANCE, (rank, figures)
         # After the first, unsynchronised call the gradient is far from the total.
         assert figures["local_after_first"] > 0.1, (rank, figures)
