@@ -7,20 +7,20 @@ from __future__ import annotations
 import pytest
 
 from runtime_adapter.launch import LaunchError, launch_local
-from tests.runtime_adapter import dp_wrapper_side
+from tests.runtime_adapter import engine_side
 
 pytestmark = pytest.mark.dist
 
 
 def test_our_engine_refuses_fsdp2_stages_naming_the_supported_ways() -> None:
-    for rank, message in enumerate(launch_local(dp_wrapper_side.refusal, 4, "ppsched",
+    for rank, message in enumerate(launch_local(engine_side.refusal, 4, "ppsched",
                                                 "zb-h1", "fsdp", timeout_s=200)):
         assert "is wrapped in FSDPSequential (fully_shard)" in message, (rank, message)
         assert "dp_group=" in message and "engine='torch'" in message, (rank, message)
 
 
 def test_torch_engine_refuses_ddp_when_the_schedule_splits_b_and_w() -> None:
-    for rank, message in enumerate(launch_local(dp_wrapper_side.refusal, 4, "torch",
+    for rank, message in enumerate(launch_local(engine_side.refusal, 4, "torch",
                                                 "zb-h1", "ddp", timeout_s=200)):
         assert "wrapped in DistributedDataParallel and the schedule (zb-h1) splits B and W" \
             in message, (rank, message)
@@ -34,7 +34,7 @@ def test_torch_runtime_leaves_local_gradients_under_ddp_with_a_split_backward() 
     # data-parallel mean, and nothing raises. When torch changes this, the test fails:
     # revisit the refusal then.
     try:
-        per_rank = launch_local(dp_wrapper_side.torch_ddp_split_unguarded, 4, "zb-h1",
+        per_rank = launch_local(engine_side.torch_ddp_split_unguarded, 4, "zb-h1",
                                 timeout_s=200)
     except LaunchError as exc:  # torch changed: revisit the refusal's message
         pytest.fail(f"torch's runtime now raises under DDP with a split backward: {exc}")
