@@ -55,7 +55,7 @@ def test_torch_default_grad_scaling_divides_a_weight_shared_by_two_stages_twice(
     # Parameter; torch 2.13's REDUCE_GRAD runs stage.scale_grads(m) per stage
     # (torch/distributed/pipelining/stage.py, perform_reduce_grad), so that gradient is
     # divided by m again after the first stage's division (measured: 0.7497 relative
-    # error at m = 4, near 1 - 1/m; the other parameters are right).
+    # error at m = 4, near 1 - 1/m; rank 1 shares no weight between its stages).
     per_rank = launch_local(engine_side.torch_default_grad_scaling, 2, "zb-v",
                             timeout_s=200)
     assert per_rank[0]["grad"] > 0.5, per_rank
