@@ -13,6 +13,12 @@ own gradient. So:
 - ``engine="torch"``: torch's runtime reduce-scatters an FSDP2-wrapped stage itself after
   the stage's last backward; DDP is accepted only when no backward is split (torch calls
   DDP's reducer on the last fused backward).
+
+A parameter shared by two stages of one rank (the tied embedding and head under the V
+placement) cannot be wrapped stage by stage: ``fully_shard`` on each stage gives each its
+own sharded copy, and the tie's gradient is split between them without an error
+(`fully_shard_stages` refuses it; a test shows the wrong gradient), and two DDP modules
+would each reduce it.
 """
 
 from __future__ import annotations
@@ -21,8 +27,41 @@ from collections.abc import Mapping
 
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.fsdp import FSDPModule
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.nn.parallel import DistributedDataParallel
+
+
+def shared_parameters(stages: Mapping[int, nn.Module]) -> list[str]:
+    """Parameters held by two or more of `stages`, as ``"stage.name (stages a, b)"``."""
+    holders: dict[int, list[tuple[int, str]]] = {}
+    for s, module in stages.items():
+        inner = module.module if isinstance(module, DistributedDataParallel) else module
+        for name, p in inner.named_parameters():
+            holders.setdefault(id(p), []).append((s, name))
+    return [f"{where[0][0]}.{where[0][1]} (stages {', '.join(str(s) for s, _ in where)})"
+            for where in holders.values() if len({s for s, _ in where}) > 1]
+
+
+def fully_shard_stages(stages: Mapping[int, nn.Module],
+                       mesh: DeviceMesh) -> dict[int, nn.Module]:
+    """This rank's stages, each made an FSDP2 module over `mesh` (in place), for
+    ``engine="torch"``.
+
+    Raises:
+        ValueError: a parameter shared by two of the stages (see the module's docstring).
+    """
+    shared = shared_parameters(stages)
+    if shared:
+        raise ValueError(
+            f"invalid 'stages': shared by two stages of this rank: {', '.join(shared)}; "
+            "fully_shard on each stage would give each its own copy and split the tie's "
+            "gradient between them; expected no parameter shared between the stages of a "
+            "rank (a placement with the tied stages on different ranks, and tied=), or "
+            "unwrapped stages with dp_group=")
+    for module in stages.values():
+        fully_shard(module, mesh=mesh)
+    return dict(stages)
 
 
 def _inner_wrappers(module: nn.Module) -> list[str]:
@@ -81,8 +120,8 @@ def check_for_torch(stages: Mapping[int, nn.Module], dp_group: dist.ProcessGroup
 
     Raises:
         ValueError: a wrapper with `dp_group` too (two reductions), DDP with a split
-            backward, or a wrapper only inside a stage (torch's runtime looks at the
-            stage's root module alone).
+            backward or over a parameter two stages share, or a wrapper only inside a
+            stage (torch's runtime looks at the stage's root module alone).
     """
     for s, module in stages.items():
         wrapped = isinstance(module, (DistributedDataParallel, FSDPModule))
@@ -90,6 +129,12 @@ def check_for_torch(stages: Mapping[int, nn.Module], dp_group: dist.ProcessGroup
             raise ValueError(f"invalid 'dp_group': stage {s} is wrapped in "
                              f"{type(module).__name__}, which reduces its gradients "
                              "itself; expected dp_group=None with wrapped stages")
+        if isinstance(module, DistributedDataParallel) and shared_parameters(stages):
+            raise ValueError(
+                f"invalid 'stages': stage {s} is wrapped in DistributedDataParallel and "
+                "two DDP modules would each reduce what two stages of this rank share: "
+                f"{', '.join(shared_parameters(stages))}; expected no parameter "
+                "shared between the stages of a rank, or unwrapped stages with dp_group=")
         if isinstance(module, DistributedDataParallel) and splits_backward:
             raise ValueError(
                 f"invalid 'stages': stage {s} is wrapped in DistributedDataParallel and the "

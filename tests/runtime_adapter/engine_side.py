@@ -4,9 +4,16 @@ defaults (the evidence behind each departure)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from runtime_adapter import torch_engine
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.nn.parallel import DistributedDataParallel
+
+from runtime_adapter import dp_wrappers, torch_engine
+from runtime_adapter.gpt import GPTConfig, gpt_model, split_stages
 from runtime_adapter.stage import LossFn
 from tests.runtime_adapter import grid
 
@@ -43,3 +50,35 @@ def torch_default_grad_scaling(rank: int, world: int, method: str) -> dict[str, 
 
     torch_engine._PipelineScheduleRuntime = TorchDefaults  # this process only
     return grid.grid(rank, world, 1, "torch", [(method, None)])[grid.case_key(method, None)]
+
+
+def torch_fsdp_shared_unguarded(rank: int, world: int, method: str) -> dict[str, float]:
+    """The 2x2 grid case with FSDP2 stages sharded one by one although two stages of a
+    rank share the tied weight (`fully_shard_stages`' check removed): the errors left."""
+    dp_wrappers.shared_parameters = lambda stages: []  # this process only
+    return grid.grid(rank, world, 2, "torch", [(method, None, "fsdp")])[
+        grid.case_key(method, None, "fsdp")]
+
+
+def ddp_over_shared_parameter(rank: int, world: int) -> str:
+    """The error for two DDP stages sharing a parameter (no schedule needed to refuse)."""
+    shared = nn.Linear(2, 2)
+    stages = {0: DistributedDataParallel(nn.Sequential(shared)),
+              3: DistributedDataParallel(nn.Sequential(nn.Tanh(), shared))}
+    try:
+        dp_wrappers.check_for_torch(stages, None, splits_backward=False, method="1f1b")
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+def fsdp_over_shared_parameter(rank: int, world: int) -> str:
+    """The error for sharding the V placement's rank-0 stages (0 and 3 of the tied GPT)."""
+    stages = split_stages(gpt_model(GPTConfig(layers=4), seed=7), 4)
+    mine = copy.deepcopy({0: stages[0], 3: stages[3]})  # one deepcopy: the tie is kept
+    mesh = DeviceMesh.from_group(dist.group.WORLD, "cpu")
+    try:
+        dp_wrappers.fully_shard_stages(mine, mesh)
+    except ValueError as exc:
+        return str(exc)
+    return ""

@@ -18,10 +18,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
+from runtime_adapter.dp_wrappers import fully_shard_stages
 from runtime_adapter.engines import make_engine
 from runtime_adapter.executor import PipelineExecutor
 from runtime_adapter.gpt import (
@@ -96,15 +96,12 @@ def wrapped(stages: dict[int, nn.Module], wrapper: str,
             dp_group: dist.ProcessGroup) -> dict[int, nn.Module]:
     """This rank's stages in a data-parallel wrapper over `dp_group`, as torchtitan
     composes them: ``"ddp"`` (DistributedDataParallel) or ``"fsdp"`` (FSDP2's
-    ``fully_shard``, in place, on a 1-D mesh of the group)."""
+    ``fully_shard`` per stage, in place, on a 1-D mesh of the group)."""
     if wrapper == "ddp":
         return {s: DistributedDataParallel(m, process_group=dp_group)
                 for s, m in stages.items()}
     if wrapper == "fsdp":
-        mesh = DeviceMesh.from_group(dp_group, "cpu")
-        for module in stages.values():
-            fully_shard(module, mesh=mesh)
-        return dict(stages)
+        return fully_shard_stages(stages, DeviceMesh.from_group(dp_group, "cpu"))
     raise ValueError(f"invalid 'wrapper': got {wrapper!r}; expected 'ddp' or 'fsdp'")
 
 

@@ -40,3 +40,28 @@ def test_torch_runtime_leaves_local_gradients_under_ddp_with_a_split_backward() 
         pytest.fail(f"torch's runtime now raises under DDP with a split backward: {exc}")
     for rank, figures in enumerate(per_rank):
         assert figures["grad"] > 0.1, (rank, figures)
+
+
+def test_sharding_refuses_a_weight_two_stages_of_a_rank_share() -> None:
+    # The V placement's rank 0: stage 0 (embedding) and stage 3 (head), one tied Parameter.
+    message = launch_local(engine_side.fsdp_over_shared_parameter, 1, timeout_s=120)[0]
+    assert message.startswith("invalid 'stages': shared by two stages of this rank: "
+                              "0.0.tok.weight (stages 0, 3); fully_shard on each stage "
+                              "would give each its own copy"), message
+    assert "tied=" in message and "dp_group=" in message, message
+
+
+def test_fully_shard_per_stage_splits_a_shared_weight_silently() -> None:
+    # Why the refusal above: FSDP2 gives each fully_shard module its own sharded copy of
+    # the tied weight, the two copies get part of the gradient each, and nothing raises.
+    per_rank = launch_local(engine_side.torch_fsdp_shared_unguarded, 4, "zb-v",
+                            timeout_s=200)
+    for rank, figures in enumerate(per_rank):
+        if rank % 2 == 0:
+            assert figures["grad"] > 0.1, (rank, figures)
+
+
+def test_ddp_stages_sharing_a_parameter_are_refused() -> None:
+    message = launch_local(engine_side.ddp_over_shared_parameter, 1, timeout_s=120)[0]
+    assert "two DDP modules would each reduce what two stages of this rank share: " \
+        "0.0.weight (stages 0, 3), 0.0.bias (stages 0, 3);" in message, message
