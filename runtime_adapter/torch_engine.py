@@ -92,8 +92,9 @@ class TorchPipelineEngine:
         schedule: a `Schedule` or its JSON object (DESIGN.md section 4); it must not hold
             recompute or offload ops (torch has no such actions: use ``engine="ppsched"``).
         stages: this rank's stage modules by global stage index; each may be wrapped in
-            FSDP2 (``fully_shard``) over the data-parallel mesh, or in DDP when the
-            schedule does not split B and W.
+            FSDP2 over the data-parallel mesh (`runtime_adapter.dp_wrappers.
+            fully_shard_stages`, which refuses a parameter two stages of the rank share),
+            or in DDP when the schedule does not split B and W.
         loss_fn: ``loss_fn(output, target)`` of one microbatch; the step's loss is the mean
             over microbatches.
         group: the pipeline's process group (default: the world).
