@@ -190,15 +190,18 @@ def grid(rank: int, world: int, dp: int, engine: str,
     return out
 
 
-def accumulation(rank: int, world: int, dp: int, engine: str) -> dict[str, float]:
-    """Two `run()` calls accumulated (the first with ``sync=False``), 2x2 ZB-H1, against
-    the reference that sums both calls' losses (each the mean of its microbatches)."""
+def accumulation(rank: int, world: int, dp: int, engine: str, method: str = "zb-h1",
+                 wrapper: str | None = None) -> dict[str, float]:
+    """Two `run()` calls accumulated (the first with ``sync=False``), 2x2, against the
+    reference that sums both calls' losses (each the mean of its microbatches). With a
+    data-parallel `wrapper` the engine gets no ``dp_group``: the wrapper reduces in every
+    call (which only the ties' sum must not)."""
     pp = world // dp
     d, r = divmod(rank, pp)
     pp_groups = [dist.new_group([e * pp + q for q in range(pp)]) for e in range(dp)]
     dp_groups = [dist.new_group([e * pp + q for e in range(dp)]) for q in range(pp)]
     tie_groups = [dist.new_group([e * pp, e * pp + pp - 1]) for e in range(dp)]
-    schedule = schedule_for("zb-h1", pp)
+    schedule = schedule_for(method, pp)
     n = schedule.profile.problem.num_stages
     config = GPTConfig(layers=n)
     model = gpt_model(config, seed=7)
@@ -212,8 +215,9 @@ def accumulation(rank: int, world: int, dp: int, engine: str) -> dict[str, float
     mine = copy.deepcopy({s: split_stages(model, n)[s]
                           for s in schedule.profile.problem.rank_to_stages[r]})
     options: dict[str, Any] = {"timeout_s": 60} if engine == "ppsched" else {}
-    executor = make_engine(engine, schedule, mine, gpt_loss, group=pp_groups[d],
-                           dp_group=dp_groups[r],
+    engine_stages = wrapped(mine, wrapper, dp_groups[r]) if wrapper else mine
+    executor = make_engine(engine, schedule, engine_stages, gpt_loss, group=pp_groups[d],
+                           dp_group=None if wrapper else dp_groups[r],
                            tied=[(p, tie_groups[d]) for p in tied_parameters(mine)],
                            **options)
     local_after_first = 0.0

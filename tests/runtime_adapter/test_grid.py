@@ -79,3 +79,14 @@ def test_gradients_accumulate_across_run_calls_and_reduce_once(engine: str) -> N
         assert figures["grad"] <= TOLERANCE, (rank, figures)
         # After the first, unsynchronised call the gradient is far from the total.
         assert figures["local_after_first"] > 0.1, (rank, figures)
+
+
+@pytest.mark.skipif("torch" not in ENGINES, reason="the torch engine is not registered")
+@pytest.mark.parametrize(("method", "wrapper"), [("zb-h1", "fsdp"), ("1f1b", "ddp")])
+def test_wrapped_stages_accumulate_across_torch_engine_calls(method: str,
+                                                             wrapper: str) -> None:
+    # torch's runtime reduces wrapped stages in every call (DDP averages the running sum,
+    # FSDP2 adds each call's reduce-scattered shard); the engine sums the tie once.
+    for rank, figures in enumerate(launch_local(grid.accumulation, 4, 2, "torch", method,
+                                                wrapper, timeout_s=300)):
+        assert figures["grad"] <= TOLERANCE, (rank, figures)
