@@ -82,3 +82,30 @@ def fsdp_over_shared_parameter(rank: int, world: int) -> str:
     except ValueError as exc:
         return str(exc)
     return ""
+
+
+def misuse_messages(rank: int, world: int) -> dict[str, str]:
+    """On one rank (a group of one): the error for each wrapping the engines refuse,
+    by case name ("" where nothing was raised)."""
+    group = dist.group.WORLD
+    mesh = DeviceMesh.from_group(group, "cpu")
+    inner_ddp = {0: nn.Sequential(DistributedDataParallel(nn.Linear(2, 2)))}
+    inner_fsdp = {0: nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))}
+    dp_wrappers.fully_shard(inner_fsdp[0][1], mesh=mesh)
+    mixed = {0: DistributedDataParallel(nn.Linear(2, 2)), 1: nn.Linear(2, 2)}
+    cases: dict[str, Any] = {
+        "ppsched inner DDP": lambda: dp_wrappers.unwrap_for_ppsched(inner_ddp, None),
+        "ppsched mixed": lambda: dp_wrappers.unwrap_for_ppsched(mixed, None),
+        "torch inner FSDP": lambda: dp_wrappers.check_for_torch(inner_fsdp, None, False,
+                                                                "1f1b"),
+        "torch DDP and dp_group": lambda: dp_wrappers.check_for_torch(
+            {0: mixed[0]}, group, False, "1f1b"),
+    }
+    messages = {}
+    for name, attempt in cases.items():
+        try:
+            attempt()
+            messages[name] = ""
+        except ValueError as exc:
+            messages[name] = str(exc)
+    return messages

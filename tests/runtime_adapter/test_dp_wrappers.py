@@ -65,3 +65,15 @@ def test_ddp_stages_sharing_a_parameter_are_refused() -> None:
     message = launch_local(engine_side.ddp_over_shared_parameter, 1, timeout_s=120)[0]
     assert "two DDP modules would each reduce what two stages of this rank share: " \
         "0.0.weight (stages 0, 3), 0.0.bias (stages 0, 3);" in message, message
+
+
+def test_wrappers_the_engines_cannot_reduce_are_refused_by_name() -> None:
+    messages = launch_local(engine_side.misuse_messages, 1, timeout_s=120)[0]
+    assert "stage 0 holds data-parallel wrappers inside it (0 (DistributedDataParallel))" \
+        in messages["ppsched inner DDP"], messages
+    assert "stages [0] are wrapped in DistributedDataParallel and stages [1] are not" \
+        in messages["ppsched mixed"], messages
+    assert "(1 (FSDPLinear)) but its root is Sequential" in messages["torch inner FSDP"], \
+        messages
+    assert "invalid 'dp_group': stage 0 is wrapped in DistributedDataParallel, which " \
+        "reduces its gradients itself" in messages["torch DDP and dp_group"], messages
