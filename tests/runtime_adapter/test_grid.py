@@ -5,7 +5,9 @@ single-process model (loss, every gradient after the reductions, parameters afte
 bf16: the reference runs the same autocast, one region per microbatch as the pipeline
 does, with fp32 weights and gradients; the pipelined result must then match it to the
 fp32 tolerance too (measured: at most 1.1e-7 on gradients, 1e-6 on parameters).
-Engines join through `grid.ENGINES` and the `ENGINES` list below.
+Engines join through `grid.ENGINES` and the `ENGINES` list below: ``ppsched`` (our
+executor) and ``torch`` (torch's pipelining runtime fed with our actions). On 2x2 a few
+cases reduce through DDP or FSDP2 instead of ``dp_group`` (`WRAPPED`).
 """
 
 from __future__ import annotations
