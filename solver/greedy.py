@@ -25,6 +25,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
+from solver.chunked_timing import RunningTiming, can_time, time_chunked_order
 from solver.generators import REGISTRY, Orders
 from solver.ops import Op
 from solver.profile import Problem
@@ -52,10 +53,25 @@ class GreedyKnobs:
 
 
 def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
-    """Per-rank orders by the rules above, or None if they reach a deadlock.
+    """Per-rank orders by the rules above, or None if they reach a deadlock or break the
+    memory limit.
 
     A deadlock can only come from the memory rule (every rank waiting for a B that needs
-    room somewhere); the caller then tries other knobs or falls back to a named schedule.
+    room somewhere), and the limit only breaks where ``m_w > m_b`` (a B adds memory and
+    the rules place a B whenever its gradient has arrived); the caller then tries other
+    knobs or falls back to a named schedule.
+    """
+    built = greedy_timed(problem, knobs)
+    return built[0] if built is not None else None
+
+
+def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
+                 incumbent: float = math.inf) -> tuple[Orders, float] | None:
+    """`greedy_schedule`'s orders and their `objective` as the simulator times them, or
+    None on a deadlock, over the memory limit (a B adds memory where ``m_w > m_b``) or
+    once they provably cannot end `early_stop.MARGIN` below `incumbent` (issue 11:
+    against the ZB-V order at p=32, m=256 a losing build is known within its warm-up, a
+    twentieth of its ops).
     """
     p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
@@ -84,7 +100,10 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
     ready = [(0.0, q) for q in range(p) if remaining[q]]
     stalled: list[int] = []
 
-    def place(r: int, op: Op, end: float) -> None:
+    timing = RunningTiming(problem, objective, incumbent)
+
+    def place(r: int, op: Op, end: float) -> bool:
+        """Append `op`; False once the orders cannot win."""
         orders[r].append(op)
         clock[r] = end
         remaining[r] -= 1
@@ -94,6 +113,7 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
         stalled.clear()
         if remaining[r]:
             heapq.heappush(ready, (end, r))
+        return timing.add(r, op.kind, op.stage, op.microbatch)
 
     def f_arrival(s: int, j: int) -> float:
         if s == 0:
@@ -115,7 +135,7 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
         if not ready:
             if any(remaining):
                 return None  # every rank waits on another: deadlock
-            return orders
+            return orders, timing.value(objective)
         now, r = heapq.heappop(ready)
         stages = rank_stages[r]
         by_depth = stages[::-1] if knobs.deep_first else stages
@@ -134,7 +154,8 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             end_b[s][j] = end
             next_b[s] += 1
             memory[r] += m_w[s] - m_b[s]
-            place(r, Op("B", s, j), end)
+            if not place(r, Op("B", s, j), end):
+                return None  # cannot win
             continue
 
         # Rule 2: an F whose input has arrived and that has room.
@@ -159,7 +180,8 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             end_f[s][j] = end
             next_f[s] += 1
             memory[r] += m_b[s]
-            place(r, Op("F", s, j), end)
+            if not place(r, Op("F", s, j), end):
+                return None  # cannot win
             continue
 
         # Rule 3: a W into the gap, or to free memory for a waiting F.
@@ -173,7 +195,8 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             s, j = w_stage, next_w[w_stage]
             next_w[s] += 1
             memory[r] -= m_w[s]
-            place(r, Op("W", s, j), now + t_w[s])
+            if not place(r, Op("W", s, j), now + t_w[s]):
+                return None  # cannot win
             continue
 
         # Rule 4: wait for the next arrival (or, if none is known yet, for other ranks).
@@ -196,48 +219,100 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     objective as the simulator timed them. One
     candidate always fits: microbatches one after another through the whole pipeline
     (`one_at_a_time`) holds only what any schedule must.
-    """
-    best: tuple[float, Orders, str] | None = None
-    best_knobs: GreedyKnobs | None = None
 
-    def consider(orders: Orders | None, source: str, knobs: GreedyKnobs | None = None,
-                 ) -> None:
-        nonlocal best, best_knobs
+    The named schedules are timed first: the best of them is the incumbent every greedy
+    build races against, and a losing build stops within its warm-up (issue 11: at p=32,
+    m=256 the ZB-V order wins at 1p, and the search took 5 s). The answer is the one the
+    candidates give in the order of preference below (the greedy's, then the named
+    schedules', then one at a time; a later one only when better by `_EPS`).
+    """
+    kept: list[tuple[int, float, Orders, str]] = []  # (preference, value, orders, source)
+
+    def incumbent() -> float:
+        return min((value for _, value, _, _ in kept), default=math.inf)
+
+    def keep(preference: int, orders: Orders | None, source: str) -> None:
         if orders is None:
             return
-        if knobs is None and not _fits(problem, orders):
-            return  # a named schedule over the limit: not worth timing
-        sim = simulate(problem, orders)
-        if not sim.ok or sim.metrics is None:
-            return
-        value = sim.metrics.makespan if objective == "makespan" else sim.metrics.cost
-        if best is None or value < best[0] - _EPS:
-            best, best_knobs = (value, orders, source), knobs
+        value = _value(problem, orders, objective, incumbent())
+        if value is not None:
+            kept.append((preference, value, orders, source))
 
+    names = [name for name, generator in sorted(REGISTRY.items())
+             if generator.supports(problem) and problem.num_chunks > 1]
+    for preference, name in enumerate(names, start=100):
+        try:
+            keep(preference, REGISTRY[name](problem), name)
+        except ValueError:
+            continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
     # The fill and priority rules first, with all the memory; then, for the best of them,
     # holding fewer microbatches in flight (which can shorten the cool-down).
+    greedy: dict[GreedyKnobs, float] = {}
+    lost: list[GreedyKnobs] = []
     for deep_first in (True, False):
         for fill in FILL_CHOICES:
             knobs = GreedyKnobs(fill, deep_first)
-            consider(greedy_schedule(problem, knobs), "greedy", knobs)
-    if best_knobs is not None and any(map(math.isfinite, problem.memory_limit)):
-        for cap in MEMORY_CAPS[1:]:
-            knobs = dataclasses.replace(best_knobs, memory_cap=cap)
-            consider(greedy_schedule(problem, knobs), "greedy", knobs)
-    for name, generator in sorted(REGISTRY.items()):
-        if generator.supports(problem) and problem.num_chunks > 1:
-            try:
-                consider(generator(problem), name)
-            except ValueError:
-                continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
+            built = _greedy(problem, knobs, objective, incumbent())
+            if built is None:
+                lost.append(knobs)
+            else:
+                greedy[knobs] = built[1]
+                kept.append((len(greedy) + len(lost), built[1], built[0], "greedy"))
+    if any(map(math.isfinite, problem.memory_limit)):
+        # For the best finished build (a stopped one lost to the incumbent, so it could
+        # not beat a finished one). When every build stopped, their values are unknown
+        # and each one's caps are tried: a losing capped build stops as early.
+        order = list(greedy)
+        for knobs in ([min(order, key=lambda k: (greedy[k], order.index(k)))] if greedy
+                      else lost):
+            for cap in MEMORY_CAPS[1:]:
+                capped = dataclasses.replace(knobs, memory_cap=cap)
+                built = _greedy(problem, capped, objective, incumbent())
+                if built is not None:
+                    kept.append((10, built[1], built[0], "greedy"))
     # Microbatch after microbatch: rank 0 runs every stage's ops of one microbatch in
     # turn, m times, so it cannot beat a schedule already below that.
     floor = problem.num_microbatches * sum(map(sum, (problem.t_f, problem.t_b, problem.t_w)))
-    if best is None or best[0] > floor + _EPS:
-        consider(one_at_a_time(problem), "one-at-a-time")
-    assert best is not None  # one_at_a_time always fits a valid profile
+    if not kept or incumbent() > floor + _EPS:
+        keep(1000, one_at_a_time(problem), "one-at-a-time")
+    assert kept  # one_at_a_time always fits a valid profile
+    best: tuple[float, Orders, str] | None = None
+    for _, value, orders, source in sorted(kept, key=lambda x: x[0]):
+        if best is None or value < best[0] - _EPS:
+            best = (value, orders, source)
+    assert best is not None
     value, orders, source = best
     return orders, source, value
+
+
+def _greedy(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: float,
+            ) -> tuple[Orders, float] | None:
+    """One greedy build and its value, raced against `incumbent` where the build's own
+    timing is the simulator's (alike microbatches)."""
+    if problem.uniform_microbatches:
+        return greedy_timed(problem, knobs, objective, incumbent)
+    orders = greedy_schedule(problem, knobs)
+    if orders is None:
+        return None
+    value = _value(problem, orders, objective)
+    return (orders, value) if value is not None else None
+
+
+def _value(problem: Problem, orders: Orders, objective: str,
+           incumbent: float = math.inf) -> float | None:
+    """The objective of a valid order within the limit, or None (for an order timed by
+    `time_chunked_order`, also when it cannot win against `incumbent`)."""
+    if can_time(problem, orders):
+        timed = time_chunked_order(problem, orders, objective, incumbent)
+        if timed is None:
+            return None
+        return timed[1] if objective == "makespan" else timed[0]
+    if not _fits(problem, orders):
+        return None  # a named schedule over the limit: not worth timing
+    sim = simulate(problem, orders)
+    if not sim.ok or sim.metrics is None:
+        return None
+    return sim.metrics.makespan if objective == "makespan" else sim.metrics.cost
 
 
 def _fits(problem: Problem, orders: Orders) -> bool:
