@@ -16,29 +16,33 @@ import math
 
 from solver.early_stop import MARGIN
 from solver.generators import Orders
+from solver.ops import Op
 from solver.profile import Problem
 
 _EPS = 1e-9
 _KIND = {"F": 0, "B": 1, "W": 2, "BW": 3}
 
 
-def can_time(problem: Problem, orders: Orders) -> bool:
-    """Whether `time_chunked_order` takes these orders: alike microbatches (one time per
-    stage) and only F, B, W and BW ops."""
-    return problem.uniform_microbatches and all(
-        op.kind in _KIND for ops in orders for op in ops)
+class NotTimeable(ValueError):
+    """An order `time_chunked_order` does not time (FB or policy ops, unequal
+    microbatches): the caller simulates it instead."""
 
 
 def time_chunked_order(problem: Problem, orders: Orders, objective: str = "cost",
                        incumbent: float = math.inf) -> tuple[float, float] | None:
     """The cost and makespan of `orders`, or None when they break the memory limit, miss
-    or repeat an op, deadlock, or provably cannot end `early_stop.MARGIN` below
-    `incumbent` by `objective`.
+    or repeat an op, put one on the wrong rank, deadlock, or provably cannot end
+    `early_stop.MARGIN` below `incumbent` by `objective`.
 
     Args:
-        problem: any placement, alike microbatches (see `can_time`).
-        orders: per rank, its ops in execution order.
+        problem: any placement, alike microbatches.
+        orders: per rank, its ops in execution order: F, B, W and BW only.
+
+    Raises:
+        NotTimeable: unequal microbatches, or an op of another kind.
     """
+    if not problem.uniform_microbatches:
+        raise NotTimeable("unequal microbatches")
     S, m, p = problem.num_stages, problem.num_microbatches, problem.num_ranks
     block, last = S * m, S - 1
     rank_of = problem.stage_to_rank
@@ -50,27 +54,25 @@ def time_chunked_order(problem: Problem, orders: Orders, objective: str = "cost"
     comm_down = [problem.comm(s, s + 1) for s in range(last)] + [0.0]
     limit = [x + _EPS for x in problem.memory_limit]
     # An op's id is kind * block + stage * m + microbatch (F, B, W; a BW ends B and W).
-    rows: list[list[tuple[int, int, int]]] = []
-    for r, ops in enumerate(orders):
-        row = [(_KIND[op.kind], op.stage, op.microbatch) for op in ops]
-        if any(rank_of[s] != r for _, s, _ in row) or sum(
-                2 if k == 3 else 1 for k, _, _ in row) != 3 * m * len(
-                problem.rank_to_stages[r]):
-            return None  # ops on the wrong rank, or not every op once: not a candidate
-        rows.append(row)
     end_of: list[float | None] = [None] * (3 * block)
     owed = list(problem.busy_per_rank)  # the op time each rank has still to run
     pointer, free, held = [0] * p, [0.0] * p, [0.0] * p
     first = [math.nan] * p
     waiters: dict[int, list[int]] = {}
     ready = list(range(p))
-    left = sum(map(len, rows))
+    timed = 0  # ops timed, a BW counting for two: every op once when it reaches 3 S m
     bound = incumbent - MARGIN / 2  # half the margin: slack for the sums' rounding
     while ready:
         r = ready.pop()
-        row, i, t = rows[r], pointer[r], free[r]
+        row, i, t = orders[r], pointer[r], free[r]
         while i < len(row):
-            k, s, j = row[i]
+            op = row[i]
+            k = _KIND.get(op.kind, -1)
+            if k < 0 or type(op) is not Op:
+                raise NotTimeable(f"{op} is not an F, B, W or BW op")
+            _, s, j = op
+            if rank_of[s] != r:
+                return None  # an op on the wrong rank: not a candidate
             sj = s * m + j
             if k == 0:
                 dep, comm = (sj - m, comm_down[s - 1]) if s > 0 else (-1, 0.0)
@@ -100,11 +102,11 @@ def time_chunked_order(problem: Problem, orders: Orders, objective: str = "cost"
                 if end_of[x] is not None:
                     return None  # an op twice
                 end_of[x] = t
+                timed += 1
                 woken = waiters.pop(x, None)
                 if woken:
                     ready.extend(woken)
             i += 1
-        left -= i - pointer[r]
         pointer[r], free[r] = i, t
         # The rank ends no earlier than its clock plus the work it still owes.
         if objective == "makespan":
@@ -114,8 +116,8 @@ def time_chunked_order(problem: Problem, orders: Orders, objective: str = "cost"
             floor = t + owed[r] - first[r] if i else 0.0
         if floor >= bound:
             return None
-    if left:
-        return None  # some rank waits for an op never timed: a deadlock
+    if timed < 3 * block or any(pointer[r] < len(orders[r]) for r in range(p)):
+        return None  # an op missing, or a rank waiting for one never timed (a deadlock)
     cost = max(e - f for e, f in zip(free, first, strict=True) if f == f)
     return cost, max(free) - min(x for x in first if x == x)
 
