@@ -146,6 +146,9 @@ class RunningTiming:
         self._least_first = math.inf
         self._owed = list(problem.busy_per_rank)
         self._held = [0.0] * p
+        self.over_limit = False
+        """Whether `add` said False because the order broke the memory limit (rather
+        than because it cannot win)."""
         self._limit = [x + _EPS for x in problem.memory_limit]
         # What each kind adds to its rank's memory (a B frees m_b and holds m_w).
         self._delta = {"F": problem.m_b, "W": [-w for w in problem.m_w],
@@ -160,6 +163,7 @@ class RunningTiming:
         s, j = stage, microbatch
         held = self._held[rank] = self._held[rank] + self._delta[kind][s]
         if held > self._limit[rank]:
+            self.over_limit = True
             return False
         if kind == "F":
             ready = self._end_f[s - 1][j] + self._comm_down[s - 1] if s > 0 else 0.0

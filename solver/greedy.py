@@ -62,16 +62,20 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
     knobs or falls back to a named schedule.
     """
     built = greedy_timed(problem, knobs)
-    return built[0] if built is not None else None
+    return built[0] if not isinstance(built, str) else None
+
+
+# Why `greedy_timed` has no orders to give.
+DEADLOCK, OVER_THE_LIMIT, CANNOT_WIN = "deadlock", "over the limit", "cannot win"
 
 
 def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
-                 incumbent: float = math.inf) -> tuple[Orders, float] | None:
+                 incumbent: float = math.inf) -> tuple[Orders, float] | str:
     """`greedy_schedule`'s orders and their `objective` as the simulator times them, or
-    None on a deadlock, over the memory limit (a B adds memory where ``m_w > m_b``) or
-    once they provably cannot end `early_stop.MARGIN` below `incumbent` (issue 11:
-    against the ZB-V order at p=32, m=256 a losing build is known within its warm-up, a
-    twentieth of its ops).
+    why there are none: `DEADLOCK`, `OVER_THE_LIMIT` (a B adds memory where
+    ``m_w > m_b``) or `CANNOT_WIN` once they provably cannot end `early_stop.MARGIN`
+    below `incumbent` (issue 11: against the ZB-V order at p=32, m=256 a losing build is
+    known within its warm-up, a twentieth of its ops).
     """
     p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
@@ -139,7 +143,7 @@ def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
         # then is already known.
         if not ready:
             if any(remaining):
-                return None  # every rank waits on another: deadlock
+                return DEADLOCK  # every rank waits on another
             return orders, timing.value(objective)
         now, r = heapq.heappop(ready)
         stages = rank_stages[r]
@@ -160,7 +164,7 @@ def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
             next_b[s] += 1
             memory[r] += m_w[s] - m_b[s]
             if not place(r, Op("B", s, j), end):
-                return None  # cannot win
+                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
             continue
 
         # Rule 2: an F whose input has arrived and that has room.
@@ -186,7 +190,7 @@ def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
             next_f[s] += 1
             memory[r] += m_b[s]
             if not place(r, Op("F", s, j), end):
-                return None  # cannot win
+                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
             continue
 
         # Rule 3: a W into the gap, or to free memory for a waiting F.
@@ -201,7 +205,7 @@ def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
             next_w[s] += 1
             memory[r] -= m_w[s]
             if not place(r, Op("W", s, j), now + t_w[s]):
-                return None  # cannot win
+                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
             continue
 
         # Rule 4: wait for the next arrival (or, if none is known yet, for other ranks).
@@ -230,12 +234,19 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     build races against, and a losing build stops within its warm-up (issue 11: at p=32,
     m=256 the ZB-V order wins at 1p, and the search took 5 s). The answer is the one the
     candidates give in the order of preference below (the greedy's, then the named
-    schedules', then one at a time; a later one only when better by `_EPS`).
+    schedules', then one at a time; a later one only when better by `_EPS`): a
+    candidate stops only once it is worse than the best so far by more than that, so
+    the answer is the one the whole search would give.
     """
     kept: list[tuple[int, float, Orders, str]] = []  # (preference, value, orders, source)
 
-    def incumbent() -> float:
+    def best_value() -> float:
         return min((value for _, value, _, _ in kept), default=math.inf)
+
+    def incumbent() -> float:
+        # What a candidate races: it stops once it would lose by more than a tie to the
+        # best so far (a tie may still be the answer, when it is preferred).
+        return best_value() + 3 * _EPS
 
     def keep(preference: int, orders: Orders | None, source: str) -> None:
         if orders is None:
@@ -257,32 +268,36 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     # The fill and priority rules first, with all the memory; then, for the best of them,
     # holding fewer microbatches in flight (which can shorten the cool-down).
     greedy: dict[GreedyKnobs, float] = {}
-    lost: list[GreedyKnobs] = []
+    lost: list[GreedyKnobs] = []  # the builds that stopped as they could not win
     for deep_first in (True, False):
         for fill in FILL_CHOICES:
             knobs = GreedyKnobs(fill, deep_first)
             built = _greedy(problem, knobs, objective, incumbent())
-            if built is None:
+            if built == CANNOT_WIN:
                 lost.append(knobs)
-            else:
+            elif not isinstance(built, str):
                 greedy[knobs] = built[1]
-                kept.append((len(greedy) + len(lost), built[1], built[0], "greedy"))
+                kept.append((len(greedy), built[1], built[0], "greedy"))
     if any(map(math.isfinite, problem.memory_limit)):
-        # For the best finished build (a stopped one lost to the incumbent, so it could
-        # not beat a finished one). When every build stopped, their values are unknown
-        # and each one's caps are tried: a losing capped build stops as early.
-        order = list(greedy)
-        for knobs in ([min(order, key=lambda k: (greedy[k], order.index(k)))] if greedy
-                      else lost):
+        # For the best valid build of the six (the first, unless a later one is better
+        # by `_EPS`). A stopped one was worse than a kept candidate, so it could not beat
+        # a finished one; when every valid build stopped, their values are unknown and
+        # each one's caps are tried (a losing capped build stops as early). None valid:
+        # no caps, as the knobs to cap are not known.
+        best_knobs: GreedyKnobs | None = None
+        for knobs, value in greedy.items():
+            if best_knobs is None or value < greedy[best_knobs] - _EPS:
+                best_knobs = knobs
+        for knobs in [best_knobs] if best_knobs is not None else lost:
             for cap in MEMORY_CAPS[1:]:
                 capped = dataclasses.replace(knobs, memory_cap=cap)
                 built = _greedy(problem, capped, objective, incumbent())
-                if built is not None:
+                if not isinstance(built, str):
                     kept.append((10, built[1], built[0], "greedy"))
     # Microbatch after microbatch: rank 0 runs every stage's ops of one microbatch in
     # turn, m times, so it cannot beat a schedule already below that.
     floor = problem.num_microbatches * sum(map(sum, (problem.t_f, problem.t_b, problem.t_w)))
-    if not kept or incumbent() > floor + _EPS:
+    if not kept or best_value() > floor + _EPS:
         keep(1000, one_at_a_time(problem), "one-at-a-time")
     assert kept  # one_at_a_time always fits a valid profile
     best: tuple[float, Orders, str] | None = None
@@ -295,16 +310,17 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
 
 
 def _greedy(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: float,
-            ) -> tuple[Orders, float] | None:
-    """One greedy build and its value, raced against `incumbent` where the build's own
-    timing is the simulator's (alike microbatches)."""
+            ) -> tuple[Orders, float] | str:
+    """One greedy build and its value (or why it has none, see `greedy_timed`), raced
+    against `incumbent` where the build's own timing is the simulator's (alike
+    microbatches)."""
     if problem.uniform_microbatches:
         return greedy_timed(problem, knobs, objective, incumbent)
-    orders = greedy_schedule(problem, knobs)
-    if orders is None:
-        return None
-    value = _value(problem, orders, objective)
-    return (orders, value) if value is not None else None
+    built = greedy_timed(problem, knobs)
+    if isinstance(built, str):
+        return built
+    value = _value(problem, built[0], objective)
+    return (built[0], value) if value is not None else OVER_THE_LIMIT
 
 
 def _value(problem: Problem, orders: Orders, objective: str,

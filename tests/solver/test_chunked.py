@@ -14,6 +14,9 @@ from solver.chunking import with_chunks
 from solver.errors import ProfileError
 from solver.generators import REGISTRY, get_generator
 from solver.greedy import (
+    CANNOT_WIN,
+    DEADLOCK,
+    OVER_THE_LIMIT,
     GreedyKnobs,
     greedy_schedule,
     greedy_search,
@@ -221,11 +224,12 @@ def test_greedy_build_times_itself_as_the_simulator(data: dict[str, Any], knobs:
                                                     objective: str) -> None:
     problem = parse_profile(data).problem
     built = greedy_timed(problem, knobs, objective)
-    if built is None:
-        return  # a deadlock
+    if isinstance(built, str):
+        assert built in (DEADLOCK, OVER_THE_LIMIT)  # with no incumbent, nothing to lose to
+        return
     orders, value = built
     assert value == validate(problem, orders).metrics.objective(objective)
-    assert greedy_timed(problem, knobs, objective, incumbent=value) is None
+    assert greedy_timed(problem, knobs, objective, incumbent=value) == CANNOT_WIN
     assert greedy_timed(problem, knobs, objective, incumbent=value + 1e-6) == built
 
 
