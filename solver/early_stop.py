@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from solver.bounds import round_trip
+from solver.profile import Problem
+
 MARGIN = 1e-9
 """How much better than the incumbent a build must be to replace it."""
 
@@ -83,3 +86,27 @@ def cannot_win(ends: Sequence[float], first: Sequence[float], objective: str,
     else:
         value = max([end - start for end, start in zip(ends, first, strict=True)])
     return value >= incumbent - MARGIN / 2
+
+
+def warm_up_floor(problem: Problem, warmup: Sequence[int]) -> float:
+    """A cost (and makespan) no single-chunk order reaches in which rank r starts with
+    F0, runs ``warmup[r]`` more Fs and then its first B, with F, B and W each in
+    microbatch order (1F1B and ZB-H1 are such orders).
+
+    Rank r's B0 starts at least a round trip after its F0 starts (`bounds.round_trip`),
+    and until then the rank can only run forwards (a W follows its B): it idles at least
+    the round trip less those forwards. Lets the heuristic drop a fixed order without
+    generating it (issue 11: 1F1B and ZB-H1 lose by their warm-up's bubble on most
+    profiles, and building them cost a tenth of a p=8 solve). Alike microbatches only;
+    otherwise the rank's op time alone.
+    """
+    m = problem.num_microbatches
+    floor = problem.simple_lower_bound
+    if not problem.uniform_microbatches:
+        return floor
+    for r, count in enumerate(warmup):
+        forwards = min(count + 1, m)
+        idle = round_trip(problem, r) - forwards * problem.t_f[r]
+        if idle > 0:
+            floor = max(floor, problem.busy_per_rank[r] + idle)
+    return floor

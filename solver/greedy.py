@@ -25,6 +25,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
+from solver.chunked_timing import NotTimeable, RunningTiming, time_chunked_order
 from solver.generators import REGISTRY, Orders
 from solver.ops import Op
 from solver.profile import Problem
@@ -52,10 +53,29 @@ class GreedyKnobs:
 
 
 def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
-    """Per-rank orders by the rules above, or None if they reach a deadlock.
+    """Per-rank orders by the rules above, or None if they reach a deadlock or break the
+    memory limit.
 
     A deadlock can only come from the memory rule (every rank waiting for a B that needs
-    room somewhere); the caller then tries other knobs or falls back to a named schedule.
+    room somewhere), and the limit only breaks where ``m_w > m_b`` (a B adds memory and
+    the rules place a B whenever its gradient has arrived); the caller then tries other
+    knobs or falls back to a named schedule.
+    """
+    built = greedy_timed(problem, knobs)
+    return built[0] if not isinstance(built, str) else None
+
+
+# Why `greedy_timed` has no orders to give.
+DEADLOCK, OVER_THE_LIMIT, CANNOT_WIN = "deadlock", "over the limit", "cannot win"
+
+
+def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
+                 incumbent: float = math.inf) -> tuple[Orders, float] | str:
+    """`greedy_schedule`'s orders and their `objective` as the simulator times them, or
+    why there are none: `DEADLOCK`, `OVER_THE_LIMIT` (a B adds memory where
+    ``m_w > m_b``) or `CANNOT_WIN` once they provably cannot end `early_stop.MARGIN`
+    below `incumbent` (issue 11: against the ZB-V order at p=32, m=256 a losing build is
+    known within its warm-up, a twentieth of its ops).
     """
     p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
@@ -82,18 +102,27 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
     # The undecided ranks by (clock, rank): each rank is in `ready` or `stalled` (waiting
     # for an op of another rank to be placed) until its ops are all placed.
     ready = [(0.0, q) for q in range(p) if remaining[q]]
-    stalled: list[int] = []
+    stalled = [False] * p
+    rank_of = problem.stage_to_rank
 
-    def place(r: int, op: Op, end: float) -> None:
+    timing = RunningTiming(problem, objective, incumbent)
+
+    def place(r: int, op: Op, end: float) -> bool:
+        """Append `op`; False once the orders cannot win."""
         orders[r].append(op)
         clock[r] = end
         remaining[r] -= 1
-        # A new op may be what a stalled rank waits for: let every rank look again.
-        for q in stalled:
+        # A new F is the input of the next stage's F, a new B of the previous stage's B:
+        # the rank of that stage looks again if it was stalled (nothing else changes what
+        # a stalled rank sees; at p=32 waking every rank cost 7 idle looks per op).
+        s = op.stage + 1 if op.kind == "F" else op.stage - 1 if op.kind == "B" else -1
+        if 0 <= s < num_stages and stalled[rank_of[s]]:
+            q = rank_of[s]
+            stalled[q] = False
             heapq.heappush(ready, (clock[q], q))
-        stalled.clear()
         if remaining[r]:
             heapq.heappush(ready, (end, r))
+        return timing.add(r, op.kind, op.stage, op.microbatch)
 
     def f_arrival(s: int, j: int) -> float:
         if s == 0:
@@ -114,8 +143,8 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
         # then is already known.
         if not ready:
             if any(remaining):
-                return None  # every rank waits on another: deadlock
-            return orders
+                return DEADLOCK  # every rank waits on another
+            return orders, timing.value(objective)
         now, r = heapq.heappop(ready)
         stages = rank_stages[r]
         by_depth = stages[::-1] if knobs.deep_first else stages
@@ -134,7 +163,8 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             end_b[s][j] = end
             next_b[s] += 1
             memory[r] += m_w[s] - m_b[s]
-            place(r, Op("B", s, j), end)
+            if not place(r, Op("B", s, j), end):
+                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
             continue
 
         # Rule 2: an F whose input has arrived and that has room.
@@ -159,7 +189,8 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             end_f[s][j] = end
             next_f[s] += 1
             memory[r] += m_b[s]
-            place(r, Op("F", s, j), end)
+            if not place(r, Op("F", s, j), end):
+                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
             continue
 
         # Rule 3: a W into the gap, or to free memory for a waiting F.
@@ -173,7 +204,8 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             s, j = w_stage, next_w[w_stage]
             next_w[s] += 1
             memory[r] -= m_w[s]
-            place(r, Op("W", s, j), now + t_w[s])
+            if not place(r, Op("W", s, j), now + t_w[s]):
+                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
             continue
 
         # Rule 4: wait for the next arrival (or, if none is known yet, for other ranks).
@@ -181,10 +213,11 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
             clock[r] = next_at
             heapq.heappush(ready, (next_at, r))
         else:
-            stalled.append(r)
+            stalled[r] = True
 
 
 FILL_CHOICES = (1.0, 0.5, 0.0)
+RACED_FIRST = "zb-v"
 MEMORY_CAPS = (1.0, 0.875, 0.75)
 
 
@@ -196,48 +229,123 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     objective as the simulator timed them. One
     candidate always fits: microbatches one after another through the whole pipeline
     (`one_at_a_time`) holds only what any schedule must.
-    """
-    best: tuple[float, Orders, str] | None = None
-    best_knobs: GreedyKnobs | None = None
 
-    def consider(orders: Orders | None, source: str, knobs: GreedyKnobs | None = None,
-                 ) -> None:
-        nonlocal best, best_knobs
+    The named schedules are timed first: the best of them is the incumbent every greedy
+    build races against, and a losing build stops within its warm-up (issue 11: at p=32,
+    m=256 the ZB-V order wins at 1p, and the search took 5 s). The answer is the one the
+    candidates give in the order of preference below (the greedy's, then the named
+    schedules', then one at a time; a later one only when better by `_EPS`): a
+    candidate stops only once it is worse than the best so far by more than that, so
+    the answer is the one the whole search would give.
+    """
+    kept: list[tuple[int, float, Orders, str]] = []  # (preference, value, orders, source)
+
+    def best_value() -> float:
+        return min((value for _, value, _, _ in kept), default=math.inf)
+
+    def incumbent() -> float:
+        # What a candidate races: it stops once it would lose by more than a tie to the
+        # best so far (a tie may still be the answer, when it is preferred).
+        return best_value() + 3 * _EPS
+
+    def keep(preference: int, orders: Orders | None, source: str) -> None:
         if orders is None:
             return
-        if knobs is None and not _fits(problem, orders):
-            return  # a named schedule over the limit: not worth timing
-        sim = simulate(problem, orders)
-        if not sim.ok or sim.metrics is None:
-            return
-        value = sim.metrics.makespan if objective == "makespan" else sim.metrics.cost
-        if best is None or value < best[0] - _EPS:
-            best, best_knobs = (value, orders, source), knobs
+        value = _value(problem, orders, objective, incumbent())
+        if value is not None:
+            kept.append((preference, value, orders, source))
 
+    names = [name for name, generator in sorted(REGISTRY.items())
+             if generator.supports(problem) and problem.num_chunks > 1]
+    # ZB-V first: where it fits it is mostly the best named schedule, and the others
+    # then stop early against it (the preference stays by name).
+    raced = sorted(enumerate(names, start=100), key=lambda x: x[1] != RACED_FIRST)
+    for preference, name in raced:
+        try:
+            keep(preference, REGISTRY[name](problem), name)
+        except ValueError:
+            continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
     # The fill and priority rules first, with all the memory; then, for the best of them,
     # holding fewer microbatches in flight (which can shorten the cool-down).
-    for deep_first in (True, False):
-        for fill in FILL_CHOICES:
-            knobs = GreedyKnobs(fill, deep_first)
-            consider(greedy_schedule(problem, knobs), "greedy", knobs)
-    if best_knobs is not None and any(map(math.isfinite, problem.memory_limit)):
-        for cap in MEMORY_CAPS[1:]:
-            knobs = dataclasses.replace(best_knobs, memory_cap=cap)
-            consider(greedy_schedule(problem, knobs), "greedy", knobs)
-    for name, generator in sorted(REGISTRY.items()):
-        if generator.supports(problem) and problem.num_chunks > 1:
-            try:
-                consider(generator(problem), name)
-            except ValueError:
-                continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
+    greedy: dict[GreedyKnobs, float] = {}
+    lost: list[GreedyKnobs] = []  # the builds that stopped as they could not win
+    preferred = [GreedyKnobs(fill, deep_first) for deep_first in (True, False)
+                 for fill in FILL_CHOICES]
+    # Raced the least fill first: on the paper profiles it is mostly the best of the
+    # six, and the others then stop earlier against it (the preference stays as listed).
+    for knobs in sorted(preferred, key=lambda k: k.fill):
+        built = _greedy(problem, knobs, objective, incumbent())
+        if built == CANNOT_WIN:
+            lost.append(knobs)
+        elif not isinstance(built, str):
+            greedy[knobs] = built[1]
+            kept.append((1 + preferred.index(knobs), built[1], built[0], "greedy"))
+    lost.sort(key=preferred.index)
+    greedy = {k: greedy[k] for k in preferred if k in greedy}
+    if any(map(math.isfinite, problem.memory_limit)):
+        # For the best valid build of the six (the first, unless a later one is better
+        # by `_EPS`). A stopped one was worse than a kept candidate, so it could not beat
+        # a finished one; when every valid build stopped, their values are unknown and
+        # each one's caps are tried (a losing capped build stops as early). None valid:
+        # no caps, as the knobs to cap are not known.
+        best_knobs: GreedyKnobs | None = None
+        for knobs, value in greedy.items():
+            if best_knobs is None or value < greedy[best_knobs] - _EPS:
+                best_knobs = knobs
+        capped = [dataclasses.replace(knobs, memory_cap=cap)
+                  for knobs in ([best_knobs] if best_knobs is not None else lost)
+                  for cap in MEMORY_CAPS[1:]]
+        for knobs in sorted(capped, key=lambda k: k.fill):  # raced as the six were
+            built = _greedy(problem, knobs, objective, incumbent())
+            if not isinstance(built, str):
+                kept.append((10 + capped.index(knobs), built[1], built[0], "greedy"))
     # Microbatch after microbatch: rank 0 runs every stage's ops of one microbatch in
     # turn, m times, so it cannot beat a schedule already below that.
     floor = problem.num_microbatches * sum(map(sum, (problem.t_f, problem.t_b, problem.t_w)))
-    if best is None or best[0] > floor + _EPS:
-        consider(one_at_a_time(problem), "one-at-a-time")
-    assert best is not None  # one_at_a_time always fits a valid profile
+    if not kept or best_value() > floor + _EPS:
+        keep(1000, one_at_a_time(problem), "one-at-a-time")
+    assert kept  # one_at_a_time always fits a valid profile
+    best: tuple[float, Orders, str] | None = None
+    for _, value, orders, source in sorted(kept, key=lambda x: x[0]):
+        if best is None or value < best[0] - _EPS:
+            best = (value, orders, source)
+    assert best is not None
     value, orders, source = best
     return orders, source, value
+
+
+def _greedy(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: float,
+            ) -> tuple[Orders, float] | str:
+    """One greedy build and its value (or why it has none, see `greedy_timed`), raced
+    against `incumbent` where the build's own timing is the simulator's (alike
+    microbatches)."""
+    if problem.uniform_microbatches:
+        return greedy_timed(problem, knobs, objective, incumbent)
+    built = greedy_timed(problem, knobs)
+    if isinstance(built, str):
+        return built
+    value = _value(problem, built[0], objective)
+    return (built[0], value) if value is not None else OVER_THE_LIMIT
+
+
+def _value(problem: Problem, orders: Orders, objective: str,
+           incumbent: float = math.inf) -> float | None:
+    """The objective of a valid order within the limit, or None (for an order timed by
+    `time_chunked_order`, also when it cannot win against `incumbent`)."""
+    try:
+        timed = time_chunked_order(problem, orders, objective, incumbent)
+    except NotTimeable:
+        pass  # the simulator times it
+    else:
+        if timed is None:
+            return None
+        return timed[1] if objective == "makespan" else timed[0]
+    if not _fits(problem, orders):
+        return None  # a named schedule over the limit: not worth timing
+    sim = simulate(problem, orders)
+    if not sim.ok or sim.metrics is None:
+        return None
+    return sim.metrics.makespan if objective == "makespan" else sim.metrics.cost
 
 
 def _fits(problem: Problem, orders: Orders) -> bool:

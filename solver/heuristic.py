@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from solver.bounds import lower_bound
-from solver.early_stop import cannot_win, is_checkpoint, stage_floors
+from solver.early_stop import MARGIN, cannot_win, is_checkpoint, stage_floors, warm_up_floor
 from solver.errors import ProfileError
 from solver.generators import Orders
-from solver.generators.classic import one_f_one_b_capped
+from solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
 from solver.generators.paper import PaperBuild, paper_candidates
-from solver.generators.zero_bubble import zb_h1, zb_h2
+from solver.generators.zero_bubble import zb_h1, zb_h1_warmup, zb_h2, zb_h2_warmup
 from solver.ops import Kind, Op
 from solver.order_timing import time_order
 from solver.profile import Problem
@@ -271,11 +271,15 @@ def _fallbacks(problem: Problem, objective: str, incumbent: Callable[[], float],
     Each is timed by `order_timing.time_order`, which drops it at its first op over the
     memory limit or once it cannot beat `incumbent()` (the best so far).
     """
-    k = max_in_flight(problem)
-    fixed: list[tuple[str, Callable[[], Orders]]] = [
-        (f"1f1b-capped-{k}", lambda: one_f_one_b_capped(problem, k)),
-        ("zb-h1", lambda: zb_h1(problem)), ("zb-h2", lambda: zb_h2(problem))]
-    for name, generate in fixed:
+    k, p, m = max_in_flight(problem), problem.num_ranks, problem.num_microbatches
+    fixed: list[tuple[str, Callable[[], Orders], list[int]]] = [
+        (f"1f1b-capped-{k}", lambda: one_f_one_b_capped(problem, k),
+         one_f_one_b_warmup(p, k, m)),
+        ("zb-h1", lambda: zb_h1(problem), zb_h1_warmup(p)),
+        ("zb-h2", lambda: zb_h2(problem), zb_h2_warmup(p))]
+    for name, generate, warmup in fixed:
+        if warm_up_floor(problem, warmup) >= incumbent() - MARGIN / 2:
+            continue  # its warm-up idles too long: `time_order` would give up on it
         orders = generate()
         timed = time_order(problem, orders, objective, incumbent())
         if timed is not None:

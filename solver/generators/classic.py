@@ -31,8 +31,7 @@ def one_f_one_b_capped(problem: Problem, max_in_flight: int) -> Orders:
     if max_in_flight < 1:
         raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
     orders = []
-    for r in range(p):
-        warmup = min(p - 1 - r, max_in_flight - 1, m)
+    for r, warmup in enumerate(one_f_one_b_warmup(p, max_in_flight, m)):
         ops = [Op("F", r, j) for j in range(warmup)]
         for j in range(m):  # steady state: F of a newer microbatch, then BW of the oldest
             if warmup + j < m:
@@ -40,3 +39,8 @@ def one_f_one_b_capped(problem: Problem, max_in_flight: int) -> Orders:
             ops.append(Op("BW", r, j))
         orders.append(ops)
     return orders
+
+
+def one_f_one_b_warmup(p: int, max_in_flight: int, m: int) -> list[int]:
+    """The warm-up forwards per rank of `one_f_one_b_capped`."""
+    return [min(p - 1 - r, max_in_flight - 1, m) for r in range(p)]

@@ -18,8 +18,17 @@ def zb_h1(problem: Problem) -> Orders:
     # (with m_w > m_b, DESIGN.md 6.1, the simulator's peak says what it needs).
     # Bubble (p-1)(T_F + T_B - T_W) for identical stages.
     p = problem.num_ranks
-    return split_one_f_one_b(problem, warmup=[p - 1 - r for r in range(p)],
-                             w_delay=list(range(p)))
+    return split_one_f_one_b(problem, warmup=zb_h1_warmup(p), w_delay=list(range(p)))
+
+
+def zb_h1_warmup(p: int) -> list[int]:
+    """ZB-H1's warm-up forwards per rank (1F1B's)."""
+    return [p - 1 - r for r in range(p)]
+
+
+def zb_h2_warmup(p: int) -> list[int]:
+    """ZB-H2's warm-up forwards per rank (twice 1F1B's)."""
+    return [2 * (p - 1 - r) for r in range(p)]
 
 
 @register("zb-h2", "ZB-H2: twice the warm-up, rank r defers 2r Ws; zero bubble at (2p-1) m_b")
@@ -28,8 +37,7 @@ def zb_h2(problem: Problem) -> Orders:
     # microbatch, and defers 2r Ws to the cool-down: (2p-1)*m_b on rank 0 at most.
     # Bubble (p-1)(T_F + T_B - 2T_W) where that is >= 0, given enough microbatches.
     p = problem.num_ranks
-    return split_one_f_one_b(problem, warmup=[2 * (p - 1 - r) for r in range(p)],
-                             w_delay=[2 * r for r in range(p)])
+    return split_one_f_one_b(problem, warmup=zb_h2_warmup(p), w_delay=[2 * r for r in range(p)])
 
 
 def split_one_f_one_b(problem: Problem, warmup: list[int], w_delay: list[int]) -> Orders:

@@ -9,10 +9,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from solver.chunked_timing import time_chunked_order
 from solver.chunking import with_chunks
 from solver.errors import ProfileError
 from solver.generators import REGISTRY, get_generator
-from solver.greedy import GreedyKnobs, greedy_schedule, greedy_search, one_at_a_time
+from solver.greedy import (
+    CANNOT_WIN,
+    DEADLOCK,
+    OVER_THE_LIMIT,
+    GreedyKnobs,
+    greedy_schedule,
+    greedy_search,
+    greedy_timed,
+    one_at_a_time,
+)
 from solver.profile import Problem, load_profile, parse_profile
 from solver.simulator import simulate, validate
 from solver.solve import parse_layouts, solve
@@ -166,6 +176,75 @@ def test_greedy_orders_are_valid_or_refused(data: dict[str, Any], knobs: GreedyK
     orders = greedy_schedule(problem, knobs)
     if orders is not None:  # None: a deadlock the search then skips
         validate(problem, orders)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=chunked_profiles(), fill=st.sampled_from([0.0, 0.5, 1.0]), deep=st.booleans())
+def test_greedy_search_is_no_worse_than_any_uncapped_build(data: dict[str, Any], fill: float,
+                                                           deep: bool) -> None:
+    # The search races its builds against the named schedules; a build it stops must be
+    # one that could not have won.
+    problem = parse_profile(data).problem
+    _, _, value = greedy_search(problem)
+    orders = greedy_schedule(problem, GreedyKnobs(fill, deep))
+    if orders is not None:
+        assert value <= validate(problem, orders).metrics.cost + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=chunked_profiles(), objective=st.sampled_from(["cost", "makespan"]))
+def test_chunked_timing_is_the_simulators(data: dict[str, Any], objective: str) -> None:
+    problem = parse_profile(data).problem
+    candidates = [one_at_a_time(problem)]
+    for name in (*V_SCHEDULES, "1f1b-interleaved"):
+        generator = get_generator(name)
+        if generator.supports(problem):
+            try:
+                candidates.append(generator(problem))
+            except ValueError:
+                pass
+    for orders in candidates:
+        sim = simulate(problem, orders)
+        timed = time_chunked_order(problem, orders, objective)
+        if not sim.ok:
+            assert timed is None  # over the limit
+            continue
+        assert timed == (sim.metrics.cost, sim.metrics.makespan)
+        value = sim.metrics.objective(objective)
+        # Raced: stopped only when it cannot beat the incumbent; timed whole otherwise.
+        assert time_chunked_order(problem, orders, objective, value) is None
+        assert time_chunked_order(problem, orders, objective, value + 1e-6) == timed
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=chunked_profiles(), knobs=st.builds(
+    GreedyKnobs, st.sampled_from([0.0, 0.5, 1.0]), st.booleans(),
+    st.sampled_from([1.0, 0.75])), objective=st.sampled_from(["cost", "makespan"]))
+def test_greedy_build_times_itself_as_the_simulator(data: dict[str, Any], knobs: GreedyKnobs,
+                                                    objective: str) -> None:
+    problem = parse_profile(data).problem
+    built = greedy_timed(problem, knobs, objective)
+    if isinstance(built, str):
+        assert built in (DEADLOCK, OVER_THE_LIMIT)  # with no incumbent, nothing to lose to
+        return
+    orders, value = built
+    assert value == validate(problem, orders).metrics.objective(objective)
+    assert greedy_timed(problem, knobs, objective, incumbent=value) == CANNOT_WIN
+    assert greedy_timed(problem, knobs, objective, incumbent=value + 1e-6) == built
+
+
+def test_chunked_timing_refuses_what_the_simulator_flags() -> None:
+    problem = _problem(4, 8, 2, "v")
+    orders = get_generator("zb-v")(problem)
+    assert time_chunked_order(problem, [orders[0][1:], *orders[1:]]) is None  # missing
+    assert time_chunked_order(problem, [orders[1], orders[0], *orders[2:]]) is None
+    twice = [[orders[0][0], *orders[0][:-1]], *orders[1:]]  # one F twice, one W missing
+    assert time_chunked_order(problem, twice) is None
+    swapped = [orders[0][::-1], *orders[1:]]  # W before its B: a deadlock
+    assert time_chunked_order(problem, swapped) is None
+    tight = _problem(4, 8, 2, "v", limit=2.0)
+    assert time_chunked_order(tight, orders) is None  # over the limit
+    assert simulate(tight, orders).ok is False
 
 
 def test_one_at_a_time_holds_the_least_memory() -> None:

@@ -13,8 +13,10 @@ import pytest
 
 import solver.generators.paper as paper_module
 import solver.heuristic as heuristic_module
-from solver.early_stop import MARGIN, cannot_win, is_checkpoint
+from solver.early_stop import MARGIN, cannot_win, is_checkpoint, warm_up_floor
+from solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
 from solver.generators.paper import paper_candidates
+from solver.generators.zero_bubble import zb_h1, zb_h1_warmup, zb_h2, zb_h2_warmup
 from solver.heuristic import (
     FILL_CHOICES,
     Knobs,
@@ -24,6 +26,7 @@ from solver.heuristic import (
     zb_heuristic,
 )
 from solver.profile import Problem, parse_profile
+from solver.simulator import simulate
 from solver.warm_up import forwards_only
 from tests.solver.test_heuristic_robust import random_profile
 
@@ -87,10 +90,31 @@ def test_paper_runs_that_win_are_all_yielded(seed: int) -> None:
                 assert all(x.orders in [y.orders for y in every] for x in kept)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_warm_up_floor_holds_for_the_fixed_orders(seed: int) -> None:
+    # The fallbacks are dropped ungenerated where this floor says they cannot win: it
+    # must never exceed what they cost.
+    checked = 0
+    for problem in _problems(300 + seed, 8):
+        p, m = problem.num_ranks, problem.num_microbatches
+        fixed = [(zb_h1(problem), zb_h1_warmup(p)), (zb_h2(problem), zb_h2_warmup(p))]
+        fixed += [(one_f_one_b_capped(problem, k), one_f_one_b_warmup(p, k, m))
+                  for k in range(1, p + 1)]
+        for orders, warmup in fixed:
+            metrics = simulate(problem, orders).metrics
+            if metrics is None:
+                continue  # deadlocked: never a candidate
+            floor = warm_up_floor(problem, warmup)
+            assert floor <= metrics.cost + 1e-9 <= metrics.makespan + 2e-9
+            checked += floor > problem.simple_lower_bound
+    assert checked > 0  # the floor is above the op time somewhere
+
+
 def _without_early_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     never = lambda *args: False  # noqa: E731
     monkeypatch.setattr(heuristic_module, "cannot_win", never)
     monkeypatch.setattr(paper_module, "cannot_win", never)
+    monkeypatch.setattr(heuristic_module, "warm_up_floor", lambda *args: 0.0)
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
