@@ -221,30 +221,54 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     rows: dict[int, list[dict[str, Row]]] = defaultdict(list)
     profile_lines: dict[int, str] = {}
+    compute: dict[int, list[float]] = defaultdict(list)  # profiled F+B+W of all stages
     for repeat in range(args.repeats):
         for p in ranks:
+            load = os.getloadavg()[0]
             out = launch_local(_repeat, p, sizes, timeout_s=1800)[0]
             schedules = {m: parse_schedule(d) for m, d in out["schedules"].items()}
             rows[p].append({m: _row(s, out["step_ms"][m], out["records"][m])
                             for m, s in schedules.items()})
             one = out["profiles"]["v1-None"]
-            profile_lines[p] = (f"p={p} (repeat {repeat + 1}), one stage per rank, ms: t_f "
+            compute[p].append(sum(one["t_f"]) + sum(one["t_b"]) + sum(one["t_w"]))
+            profile_lines[p] = (f"p={p} (repeat {repeat + 1}, load {load:.1f}), one stage per "
+                                f"rank, ms: t_f "
                                 f"{one['t_f']}  t_b {one['t_b']}  t_w {one['t_w']}  t_comm "
                                 f"{one['t_comm']}; MiB: m_b {one['m_b']}  m_w {one['m_w']}")
             print(profile_lines[p], flush=True)
+    overhead = {p: _overhead(p, sizes) for p in ranks}
     load_after = os.getloadavg()
     text = _report(args, sizes, ranks, rows, profile_lines, load_before, load_after,
-                   time.perf_counter() - began)
+                   time.perf_counter() - began, overhead, compute)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "runtime_fidelity.md").write_text(text)
     return 0
 
 
+# The overhead run's GPT: compute of well under a millisecond per op, so a step is mostly
+# what the cost model does not count.
+TINY = {"dim": 32, "heads": 2, "seq": 16, "vocab": 256}
+
+
+def _overhead(p: int, sizes: Sizes) -> list[float]:
+    """Per schedule, ms per op that the replay leaves out, on a tiny GPT: (measured step
+    - replay) / the ops of the busiest rank."""
+    tiny = Sizes(**{**sizes.__dict__, **TINY})
+    out = launch_local(_repeat, p, tiny, timeout_s=1800)[0]
+    per_op = []
+    for method, data in out["schedules"].items():
+        schedule = parse_schedule(data)
+        row = _row(schedule, out["step_ms"][method], out["records"][method])
+        per_op.append((row.measured - row.replay) / max(map(len, schedule.ranks)))
+    return per_op
+
+
 def _report(args: argparse.Namespace, sizes: Sizes, ranks: list[int],
             rows: dict[int, list[dict[str, Row]]], profile_lines: dict[int, str],
             load_before: tuple[float, ...], load_after: tuple[float, ...],
-            wall_s: float) -> str:
+            wall_s: float, overhead: dict[int, list[float]],
+            compute: dict[int, list[float]]) -> str:
     cores = os.cpu_count()
     lines = [
         "# benchmarks/runtime_fidelity.py: predicted vs measured step time (CPU, gloo)", "",
@@ -285,7 +309,7 @@ def _report(args: argparse.Namespace, sizes: Sizes, ranks: list[int],
             tau = _kendall(list(pred.values()), list(meas.values()))
             lines.append(f"- p={p}, repeat {k + 1}: predicted {_order(pred)}; measured "
                          f"{_order(meas)}; tau {tau:+.2f}")
-    lines += ["", *_notes(ranks, rows)]
+    lines += ["", *_notes(ranks, rows, overhead, compute)]
     return "\n".join(lines) + "\n"
 
 
@@ -293,7 +317,8 @@ def _med(values: Any) -> float:
     return statistics.median(list(values))
 
 
-def _notes(ranks: list[int], rows: dict[int, list[dict[str, Row]]]) -> list[str]:
+def _notes(ranks: list[int], rows: dict[int, list[dict[str, Row]]],
+           overhead: dict[int, list[float]], compute: dict[int, list[float]]) -> list[str]:
     """The closing note: where the error comes from, from the columns above."""
     lines = ["Reading the columns: *op time ratio* is the sum of the recorded op durations "
              "over the profiled ones (above 1: ops ran slower in the pipeline than when "
@@ -309,7 +334,12 @@ def _notes(ranks: list[int], rows: dict[int, list[dict[str, Row]]]) -> list[str]
             f"- p={p}: {over} of {len(errors)} schedule runs are off by more than 10% "
             f"(errors {min(errors):+.1%}..{max(errors):+.1%}); op time ratio "
             f"{min(ratios):.2f}..{max(ratios):.2f}, replay error "
-            f"{min(replays):+.1%}..{max(replays):+.1%}.")
+            f"{min(replays):+.1%}..{max(replays):+.1%}; per-op overhead on the tiny GPT "
+            f"(dim {TINY['dim']}, vocab {TINY['vocab']}) "
+            f"{min(overhead[p]):.2f}..{max(overhead[p]):.2f} ms per op; the same stages' "
+            f"profiled F + B + W summed {min(compute[p]):.0f}..{max(compute[p]):.0f} ms "
+            f"over the repeats (a factor {max(compute[p]) / min(compute[p]):.2f}: the "
+            "machine's load, not the code, moved it).")
     return lines
 
 
