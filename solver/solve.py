@@ -349,6 +349,8 @@ def default_layouts(profile: Profile, method: str) -> tuple[Layout, ...]:
     the V layout halves what one stage holds and beats the best single-chunk schedule;
     one V search costs about one single-chunk search, so the default stays fast), and
     for a profile that offers recompute or offload under any finite limit too."""
+    if method == ZB_LOOP:  # what it solves (the service counts its ops from this)
+        return loop_layouts(profile, ())
     if method in (HEURISTIC, ILP) and below_one_f_one_b(profile.problem):
         return TIGHT_LAYOUTS
     problem = profile.problem
