@@ -310,6 +310,14 @@ def _report(args: argparse.Namespace, sizes: Sizes, ranks: list[int],
             lines.append(f"- p={p}, repeat {k + 1}: predicted {_order(pred)}; measured "
                          f"{_order(meas)}; tau {tau:+.2f}")
     lines += ["", *_notes(ranks, rows, overhead, compute)]
+    cores = os.cpu_count() or 1
+    if min(load_before[0], load_after[0]) > cores:
+        lines += ["", f"The load average stayed above the {cores} cores from start to end: "
+                  "the ranks got a changing share of a core, so the profile (taken first) "
+                  "and the steps (taken after) saw different machines, and the replay's op "
+                  "durations include time a rank was descheduled. These figures measure the "
+                  "machine's neighbours as much as the cost model; rerun on an idle machine "
+                  "to test the model alone."]
     return "\n".join(lines) + "\n"
 
 
