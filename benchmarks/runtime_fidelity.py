@@ -65,6 +65,7 @@ class Sizes:
     microbatches: int
     steps: int
     warmup: int
+    profile_warmup: int = 2
 
     def config(self, p: int) -> GPTConfig:
         # 2p blocks: two per stage with one chunk per rank, one with two.
@@ -95,7 +96,8 @@ def _repeat(rank: int, p: int, sizes: Sizes) -> dict[str, Any] | None:
         profiles[(chunks, placement)] = profile_model(
             lambda r, c=chunks, o=owned: _stages(sizes, p, p * c, o[r]), tokens[0],
             gpt_loss, targets[0], num_microbatches=sizes.microbatches, num_chunks=chunks,
-            placement=placement, iters=7, name=f"gpt-p{p}-v{chunks}")
+            placement=placement, warmup=sizes.profile_warmup, iters=7,
+            name=f"gpt-p{p}-v{chunks}")
     box: list[Any] = [None]
     if rank == 0:  # one solve, the same schedules everywhere
         box = [{method: solve(parse_profile({**profiles[shape], "memory_limit": None}),
@@ -211,11 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--microbatches", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--profile-warmup", type=int, default=2,
+                        help="untimed rounds of each stage before the profiler's 7")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     sizes = Sizes(dim=args.dim, heads=args.heads, seq=args.seq, vocab=args.vocab,
                   microbatch_size=args.microbatch_size, microbatches=args.microbatches,
-                  steps=args.steps, warmup=args.warmup)
+                  steps=args.steps, warmup=args.warmup, profile_warmup=args.profile_warmup)
     ranks = [int(x) for x in args.ranks.split(",")]
     load_before = os.getloadavg()
     began = time.perf_counter()
