@@ -26,6 +26,7 @@ from typing import NoReturn
 from api.advise_command import add_advise_parser
 from api.pack_command import add_pack_parser
 from api.sweep.command import add_sweep_parser
+from api.torchtitan_command import add_torchtitan_parser
 from api.weipipe_command import add_weipipe_parser
 from solver.emit import schedule_from_simulation
 from solver.errors import ProfileError, ScheduleInvalid
@@ -214,6 +215,7 @@ def _parser() -> argparse.ArgumentParser:
     add_advise_parser(sub)  # `ppsched advise MODEL.yaml`: api/advise_command.py
     add_weipipe_parser(sub)  # `ppsched weipipe PROFILE.json`: api/weipipe_command.py
     add_pack_parser(sub)  # `ppsched pack LENGTHS ...`: api/pack_command.py
+    add_torchtitan_parser(sub)  # `ppsched torchtitan PROFILE.json -o DIR`
     return parser
 
 

@@ -81,6 +81,8 @@ TRANSCRIPTS = (
                "--time-limit 30", quick=False),
     Transcript("layouts_1p", "solve profiles/gpt1.5b-p8-m24.json --layouts 1,v,loop2 "
                "--svg docs/gpt1.5b-p8-m24-v.svg"),
+    Transcript("torchtitan", "torchtitan profiles/gpt1.5b-p8-m24.json --layers 22 "
+               "--local-batch-size 144 -o out/torchtitan --mkdir"),
 )
 
 

@@ -19,7 +19,11 @@ bytes copied are written in the description.
 Run it::
 
     python -m runtime_adapter.profiler --ranks 2 --microbatches 8 -o profile.json
-    torchrun --nproc-per-node 2 -m runtime_adapter.profiler --ranks 2 -o profile.json
+    torchrun --nproc-per-node 2 -m runtime_adapter.profiler --ranks 2 --model gpt -o p.json
+
+Under torchrun with ``--ranks`` processes each rank builds and measures only its own
+stages and rank 0 gathers them (`runtime_adapter.profile_ranks.profile_model`, also the
+entry for profiling your own model); otherwise one process measures every stage.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -43,11 +47,14 @@ from runtime_adapter.values import flatten
 from solver.errors import ProfileError
 from solver.profile import parse_profile
 
+if TYPE_CHECKING:
+    from runtime_adapter.profile_models import BuiltIn
+
 log = logging.getLogger(__name__)
 MIB = 2**20
 
 
-class _Timer:
+class Timer:
     """Wall clock on CPU; CUDA events (read after a synchronize) on GPU."""
 
     def __init__(self, device: torch.device) -> None:
@@ -67,7 +74,7 @@ class _Timer:
         return (time.perf_counter() - t0) * 1e3, value
 
 
-def _saved_bytes(module: nn.Module, fn: Callable[[], Any]) -> tuple[int, Any]:
+def saved_bytes(module: nn.Module, fn: Callable[[], Any]) -> tuple[int, Any]:
     """Run `fn`, counting the bytes of distinct non-parameter storages autograd saves."""
     params = {p.untyped_storage().data_ptr() for p in module.parameters()}
     storages: dict[int, int] = {}
@@ -115,7 +122,7 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
         raise ValueError(f"invalid 'iters'/'warmup': got {iters}/{warmup}; expected iters >= 1 "
                          "and warmup >= 0")
     device = example_input.device
-    timer = _Timer(device)
+    timer = Timer(device)
     runners = [StageRunner(s, module, is_last=s == num_stages - 1, loss_fn=loss_fn,
                            num_microbatches=1) for s, module in enumerate(stages)]
     times: dict[str, list[list[float]]] = {k: [[] for _ in range(num_stages)]
@@ -128,7 +135,7 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
         for s, runner in enumerate(runners):
             assert x is not None, "only the last stage returns no output"
             inp = x
-            t, (nbytes, x) = timer.time_ms(lambda r=runner, i=inp: _saved_bytes(
+            t, (nbytes, x) = timer.time_ms(lambda r=runner, i=inp: saved_bytes(
                 r.module, lambda: r.forward(0, i, target)))
             m_b[s] = nbytes
             if timed:
@@ -148,6 +155,36 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
         if policies else None
     for module in stages:
         module.zero_grad(set_to_none=True)
+    profile = build_profile(
+        t_f=[statistics.median(v) for v in times["F"]],
+        t_b=[statistics.median(v) for v in times["B"]],
+        t_w=[statistics.median(v) for v in times["W"]], m_b_bytes=m_b, m_w_bytes=m_w,
+        num_ranks=num_ranks, num_microbatches=num_microbatches, num_chunks=num_chunks,
+        placement=placement, t_comm=t_comm, memory_limit=memory_limit, iters=iters,
+        device=device, name=name)
+    if measured is not None:
+        copied = measured.pop("bytes")
+        profile.update(measured)
+        profile["description"] += (
+            "; policies measured with the executor's R, O and L (copies to host memory: "
+            + ", ".join(f"{b / MIB:.3g}" for b in copied) + " MiB per stage)")
+    parse_profile(profile)  # the solver must accept it as is
+    return profile
+
+
+def build_profile(*, t_f: Sequence[float], t_b: Sequence[float], t_w: Sequence[float],
+                  m_b_bytes: Sequence[int], m_w_bytes: Sequence[int], num_ranks: int,
+                  num_microbatches: int, num_chunks: int, placement: str | None,
+                  t_comm: float, memory_limit: float | None, iters: int,
+                  device: torch.device, name: str | None, how: str = "") -> dict[str, Any]:
+    """The profile JSON object of per-stage medians (ms) and bytes, validated.
+
+    Args:
+        how: words added to the description after "measured by runtime_adapter.profiler"
+            (e.g. "on 2 ranks, each its own stages").
+    """
+    num_stages = len(t_f)
+    m_b, m_w = list(m_b_bytes), list(m_w_bytes)
     # m_w is written as measured, never clamped to m_b (DESIGN.md 6.1 allows m_w > m_b):
     # an embedding or a head's dense weight gradient is made in B and held until W, which
     # can be many times what F saved. Such stages are named in the description.
@@ -160,33 +197,24 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
         + ": a weight gradient made in B and held until W (e.g. an embedding or a head)")
     profile: dict[str, Any] = {
         "name": name or f"measured-p{num_ranks}-v{num_chunks}-m{num_microbatches}",
-        "description": f"measured by runtime_adapter.profiler on {device.type}: times in ms "
-                       f"(median of {iters}), memory in MiB (bytes of saved tensors)"
+        "description": f"measured by runtime_adapter.profiler{how} on {device.type}: times "
+                       f"in ms (median of {iters}), memory in MiB (bytes of saved tensors)"
                        f"{note}",
         "num_ranks": num_ranks, "num_microbatches": num_microbatches,
         "num_chunks": num_chunks,
-        "t_f": [_r(statistics.median(v)) for v in times["F"]],
-        "t_b": [_r(statistics.median(v)) for v in times["B"]],
-        "t_w": [_r(statistics.median(v)) for v in times["W"]],
-        "t_comm": _r(t_comm),
-        "m_b": [_r(b / MIB) for b in m_b],
-        "m_w": [_r(w / MIB) for w in m_w],
+        "t_f": [_r(x) for x in t_f], "t_b": [_r(x) for x in t_b],
+        "t_w": [_r(x) for x in t_w], "t_comm": _r(t_comm),
+        "m_b": [_r(b / MIB) for b in m_b], "m_w": [_r(w / MIB) for w in m_w],
         "memory_limit": memory_limit,
     }
     if num_chunks > 1:
         profile["placement"] = placement
-    if measured is not None:
-        copied = measured.pop("bytes")
-        profile.update(measured)
-        profile["description"] += (
-            "; policies measured with the executor's R, O and L (copies to host memory: "
-            + ", ".join(f"{b / MIB:.3g}" for b in copied) + " MiB per stage)")
     parse_profile(profile)  # the solver must accept it as is
     return profile
 
 
 def _measure_policies(runners: Sequence[StageRunner], example_input: torch.Tensor,
-                      target: torch.Tensor, timer: _Timer, warmup: int, iters: int,
+                      target: torch.Tensor, timer: Timer, warmup: int, iters: int,
                       ) -> dict[str, Any]:
     """Per stage: the medians of R's, O's and L's times (ms), the bytes a recomputed F
     keeps and an offloaded one leaves on the device (MiB), and the bytes O copies.
@@ -269,17 +297,24 @@ def _r(x: float) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m runtime_adapter.profiler``: profile the built-in MLP (see --help)."""
-    from runtime_adapter.model import example_batch, mlp_stages, mse_loss
+    from runtime_adapter.profile_models import built_in
 
     parser = argparse.ArgumentParser(
         prog="python -m runtime_adapter.profiler",
-        description="Measure the built-in example MLP's stages and write a profile JSON "
-        "(under torchrun with 2+ processes, t_comm is measured between ranks 0 and 1).")
+        description="Measure a built-in model's stages (the example MLP or the small GPT) "
+        "and write a profile JSON. Under torchrun with --ranks processes, each rank builds "
+        "and measures only its own stages and rank 0 writes the profile; t_comm is "
+        "measured between ranks 0 and 1.")
     parser.add_argument("--ranks", type=int, required=True, help="pipeline ranks p")
     parser.add_argument("--microbatches", type=int, default=8, help="m (default 8)")
     parser.add_argument("--chunks", type=int, default=1, help="stages per rank v")
     parser.add_argument("--placement", choices=("loop", "v"), default=None)
-    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--model", choices=("mlp", "gpt"), default="mlp",
+                        help="the example MLP (default) or the small GPT (tied embeddings)")
+    parser.add_argument("--hidden", type=int, default=256, help="width (the GPT's dim)")
+    parser.add_argument("--vocab", type=int, default=2048, help="GPT vocabulary")
+    parser.add_argument("--seq", type=int, default=64, help="GPT sequence length")
+    parser.add_argument("--heads", type=int, default=4, help="GPT attention heads")
     parser.add_argument("--layers-per-stage", type=int, default=2)
     parser.add_argument("--microbatch-size", type=int, default=16)
     parser.add_argument("--iters", type=int, default=5)
@@ -302,24 +337,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                                f"{args.chunks} > 1")
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) \
             if torch.cuda.is_available() else torch.device("cpu")
-        t_comm = 0.0
         if distributed:
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
             if device.type == "cuda":
                 torch.cuda.set_device(device)
-            t_comm = measure_t_comm((args.microbatch_size, args.hidden), device=device)
-        if distributed and dist.get_rank() != 0:
-            dist.destroy_process_group()
-            return 0
-        stages = [s.to(device) for s in mlp_stages(
-            args.ranks * args.chunks, hidden=args.hidden, layers_per_stage=args.layers_per_stage)]
-        inputs, targets = example_batch(1, microbatch_size=args.microbatch_size,
-                                        hidden=args.hidden)
-        profile = profile_stages(
-            stages, inputs[0].to(device), mse_loss, targets[0].to(device),
-            num_ranks=args.ranks, num_microbatches=args.microbatches, num_chunks=args.chunks,
-            placement=args.placement, t_comm=t_comm, memory_limit=args.memory_limit,
-            iters=args.iters, policies=args.policies)
+        model = built_in(args, args.ranks * args.chunks)
+        if distributed and dist.get_world_size() == args.ranks:
+            profile = _profile_per_rank(args, model, device)
+            if profile is None:
+                return 0  # rank 0 writes the file
+        else:
+            profile = _profile_in_one_process(args, model, device, distributed)
+            if profile is None:
+                return 0
         with open(args.output, "w") as f:
             json.dump(profile, f, indent=2)
             f.write("\n")
@@ -332,6 +362,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         if distributed and dist.is_initialized():
             dist.destroy_process_group()
     return 0
+
+
+def _profile_per_rank(args: argparse.Namespace, model: BuiltIn, device: torch.device,
+                      ) -> dict[str, Any] | None:
+    """One process per pipeline rank (torchrun): each measures its own stages."""
+    from runtime_adapter.profile_models import own_stages
+    from runtime_adapter.profile_ranks import profile_model, stages_of_rank
+
+    if args.policies:
+        raise ProfileError("policies", True, "the one-process profiler (run it without "
+                           "torchrun, or with a process count other than --ranks)")
+    owned = stages_of_rank(args.ranks, args.chunks, args.placement)
+    return profile_model(lambda r: own_stages(model, owned[r], device),
+                         model.example_input.to(device), model.loss_fn,
+                         model.target.to(device), num_microbatches=args.microbatches,
+                         num_chunks=args.chunks, placement=args.placement,
+                         memory_limit=args.memory_limit, iters=args.iters,
+                         name=f"{args.model}-measured-p{args.ranks}")
+
+
+def _profile_in_one_process(args: argparse.Namespace, model: BuiltIn, device: torch.device,
+                            distributed: bool) -> dict[str, Any] | None:
+    """Every stage in this process (rank 0 under torchrun, after measuring t_comm)."""
+    t_comm = 0.0
+    if distributed:
+        t_comm = measure_t_comm((*model.example_input.shape, args.hidden)
+                                if args.model == "gpt" else
+                                (args.microbatch_size, args.hidden), device=device)
+        if dist.get_rank() != 0:
+            return None
+    stages = [s.to(device) for s in model.stages()]
+    return profile_stages(
+        stages, model.example_input.to(device), model.loss_fn, model.target.to(device),
+        num_ranks=args.ranks, num_microbatches=args.microbatches, num_chunks=args.chunks,
+        placement=args.placement, t_comm=t_comm, memory_limit=args.memory_limit,
+        iters=args.iters, policies=args.policies)
 
 
 if __name__ == "__main__":

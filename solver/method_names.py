@@ -10,18 +10,20 @@ from __future__ import annotations
 from solver.errors import ProfileError
 
 # torch's schedule class names (``get_schedule_class``) -> the ppsched method that builds
-# the same per-rank order of the same ops.
+# the same per-rank order of the same ops (InterleavedZeroBubble: the same ops only).
 TORCH_ALIASES: dict[str, str] = {
     "GPipe": "gpipe",
     "1F1B": "1f1b",
     "Interleaved1F1B": "1f1b-interleaved",
     "ZBVZeroBubble": "zb-v",
     "DualPipeV": "dualpipe-v",
+    # torch's loop-placement zero bubble: the same layout and ops, not the same order (no
+    # ppsched generator builds torch's; `zb-loop` is the heuristic on that layout).
+    "InterleavedZeroBubble": "zb-loop",
 }
 
 # torch's schedules with no ppsched generator of the same order: say what to do instead.
 TORCH_WITHOUT_EQUIVALENT: dict[str, str] = {
-    "InterleavedZeroBubble": "a loop-placement zero bubble order ppsched does not generate",
     "LoopedBFS": "a breadth-first loop-placement order ppsched does not generate",
     "PipelineScheduleSingle": "torch's base class, not a schedule",
     "PipelineScheduleMulti": "torch's base class, not a schedule",
@@ -36,7 +38,8 @@ def resolve_method(name: str, known: dict[str, str] | None = None) -> str:
 
     Args:
         name: a ppsched method (``heuristic``, ``ilp``, ``zb-v``, ...) or one of torch's
-            schedule names (``GPipe``, ``1F1B``, ``Interleaved1F1B``, ``ZBVZeroBubble``).
+            schedule names (``GPipe``, ``1F1B``, ``Interleaved1F1B``, ``ZBVZeroBubble``,
+            ``InterleavedZeroBubble``).
         known: the methods available (default: `solver.solve.methods()`).
 
     Raises:

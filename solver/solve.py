@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 HEURISTIC = "heuristic"
 ILP = "ilp"
+# The heuristic on the loop placement: torch's InterleavedZeroBubble's stage layout and op
+# set (F, B and W per chunk), with the heuristic's order rather than torch's own.
+ZB_LOOP = "zb-loop"
 OBJECTIVES = ("cost", "makespan")
 BACKENDS = ("cpsat", "milp")
 # Above this many ops the whole CP-SAT model gains nothing in a minute (issue 11: p=32,
@@ -117,6 +120,8 @@ def methods() -> dict[str, str]:
         "warm-up and W-fill knobs; honours per-stage times, t_comm and memory_limit",
         ILP: "the heuristic refined by an exact model (CP-SAT, or the paper's MILP via "
         "PuLP), with a proven bound and gap; anytime within --time-limit",
+        ZB_LOOP: "the heuristic on the loop placement (2 chunks per rank for a one-chunk "
+        "profile): torch's InterleavedZeroBubble's layout and op set, the heuristic's order",
     }
     listing.update({name: gen.summary for name, gen in sorted(REGISTRY.items())})
     return listing
@@ -150,6 +155,8 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     if objective not in OBJECTIVES:
         raise ProfileError("objective", objective, " or ".join(OBJECTIVES))
     method = resolve_method(method)  # our names, and torch's (solver/method_names.py)
+    if method == ZB_LOOP:
+        method, layouts = HEURISTIC, loop_layouts(profile, layouts)
     if profile.problem.uniform_microbatches:
         return _solve_in_order(profile, method, objective, exact, on_progress, layouts)
     # Unequal microbatches (DESIGN.md 6.2): the order of entry is a decision. The
@@ -342,6 +349,8 @@ def default_layouts(profile: Profile, method: str) -> tuple[Layout, ...]:
     the V layout halves what one stage holds and beats the best single-chunk schedule;
     one V search costs about one single-chunk search, so the default stays fast), and
     for a profile that offers recompute or offload under any finite limit too."""
+    if method == ZB_LOOP:  # what it solves (the service counts its ops from this)
+        return loop_layouts(profile, ())
     if method in (HEURISTIC, ILP) and below_one_f_one_b(profile.problem):
         return TIGHT_LAYOUTS
     problem = profile.problem
@@ -351,6 +360,25 @@ def default_layouts(profile: Profile, method: str) -> tuple[Layout, ...]:
         # halves what a stage holds and what each copy moves (issue 12).
         return TIGHT_LAYOUTS
     return ()
+
+
+def loop_layouts(profile: Profile, layouts: tuple[Layout, ...]) -> tuple[Layout, ...]:
+    """The layouts ``zb-loop`` solves: the loop ones given, else two chunks per rank for
+    a one-chunk profile, or the profile's own when it is already looped.
+
+    Raises:
+        ProfileError: a V-placement profile, or layouts none of which is a loop.
+    """
+    if profile.num_chunks > 1 and profile.placement != "loop":
+        raise ProfileError("method", ZB_LOOP, "a one-chunk or loop-placement profile (this "
+                           "one has V placement; zb-v is its zero bubble schedule)")
+    if layouts:
+        looped = tuple(layout for layout in layouts if layout[1] == "loop")
+        if not looped:
+            raise ProfileError("layouts", ",".join(map(layout_name, layouts)),
+                               f"loopN layouts for {ZB_LOOP} (the loop placement)")
+        return looped
+    return () if profile.num_chunks > 1 else ((2, "loop"),)
 
 
 def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Profile]:

@@ -8,7 +8,8 @@ import pytest
 
 from solver.errors import ProfileError
 from solver.method_names import TORCH_ALIASES, aliases, resolve_method
-from solver.profile import load_profile
+from solver.profile import load_profile, parse_profile
+from solver.simulator import simulate
 from solver.solve import methods, solve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +20,7 @@ UNIFORM = load_profile(ROOT / "profiles" / "uniform-p4-m8.json")
     ("GPipe", "gpipe"), ("gpipe", "gpipe"), ("1F1B", "1f1b"), ("1f1b", "1f1b"),
     ("Interleaved1F1B", "1f1b-interleaved"), ("interleaved1f1b", "1f1b-interleaved"),
     ("ZBVZeroBubble", "zb-v"), ("zbvzerobubble", "zb-v"), ("ZB-V", "zb-v"),
+    ("InterleavedZeroBubble", "zb-loop"), ("interleavedzerobubble", "zb-loop"),
     ("heuristic", "heuristic"), ("ilp", "ilp"),
 ])
 def test_torch_names_and_ours_resolve(name: str, ours: str) -> None:
@@ -28,7 +30,8 @@ def test_torch_names_and_ours_resolve(name: str, ours: str) -> None:
 def test_every_alias_that_resolves_names_a_method_we_have() -> None:
     assert set(aliases().values()) <= set(methods())
     # The ones torch and we both build; DualPipeV joins when its generator is registered.
-    assert {"GPipe", "1F1B", "Interleaved1F1B", "ZBVZeroBubble"} <= set(aliases())
+    assert {"GPipe", "1F1B", "Interleaved1F1B", "ZBVZeroBubble",
+            "InterleavedZeroBubble"} <= set(aliases())
     assert set(aliases()) <= set(TORCH_ALIASES)
 
 
@@ -40,7 +43,25 @@ def test_solve_by_torch_name_gives_our_schedule(name: str) -> None:
     assert by_alias.orders() == by_name.orders()
 
 
-@pytest.mark.parametrize("name", ["InterleavedZeroBubble", "LoopedBFS"])
+def test_interleaved_zero_bubble_is_the_heuristic_on_two_looped_chunks() -> None:
+    """torch's InterleavedZeroBubble: loop placement, v = 2 for a one-chunk profile, split
+    backward (F, B, W per chunk); a valid order, not torch's own."""
+    schedule = solve(UNIFORM, "InterleavedZeroBubble")
+    assert (schedule.profile.num_chunks, schedule.profile.placement) == (2, "loop")
+    kinds = {str(op.kind) for ops in schedule.orders() for op in ops}
+    assert kinds == {"F", "B", "W"}
+    assert simulate(schedule.problem(), schedule.orders()).ok
+
+
+def test_interleaved_zero_bubble_refuses_a_v_profile() -> None:
+    data = {**UNIFORM.model_dump(mode="json"), "num_ranks": 2, "num_chunks": 2,
+            "placement": "v", "t_f": [1.0] * 4, "t_b": [1.0] * 4, "t_w": [1.0] * 4,
+            "m_b": [1.0] * 4, "m_w": [1.0] * 4}
+    with pytest.raises(ProfileError, match=r"invalid 'method': got 'zb-loop'.*V placement"):
+        solve(parse_profile(data), "InterleavedZeroBubble")
+
+
+@pytest.mark.parametrize("name", ["LoopedBFS"])
 def test_torch_schedules_we_do_not_build_point_to_the_csv_route(name: str) -> None:
     with pytest.raises(ProfileError) as caught:
         resolve_method(name)

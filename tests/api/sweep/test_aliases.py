@@ -15,7 +15,7 @@ def test_torch_names_in_a_grid_resolve_to_ours(write_grid: WriteGrid) -> None:
 
 def test_a_torch_schedule_we_do_not_build_is_refused_with_the_csv_route(
         write_grid: WriteGrid) -> None:
-    path = write_grid("profiles: [{UNIFORM}]\nmethods:\n  - InterleavedZeroBubble\n")
-    with pytest.raises(GridError, match=r"line 3: unknown method 'InterleavedZeroBubble'"
+    path = write_grid("profiles: [{UNIFORM}]\nmethods:\n  - LoopedBFS\n")
+    with pytest.raises(GridError, match=r"line 3: unknown method 'LoopedBFS'"
                        r".*ppsched simulate FILE.csv"):
         load_grid(path)

@@ -1,0 +1,79 @@
+"""`ppsched torchtitan PROFILE.json -o DIR`: solve, then write the schedule's CSV and the
+torchtitan settings that must match it (solver/torchtitan_recipe.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from solver.errors import ProfileError
+from solver.profile import load_profile
+from solver.render.torch_csv import dropped_note, render_torch_csv
+from solver.solve import HEURISTIC, solve
+from solver.torchtitan_recipe import recipe_json, recipe_toml, torchtitan_recipe
+
+CSV_NAME = "schedule.csv"
+TOML_NAME = "torchtitan.toml"
+JSON_NAME = "torchtitan.json"
+
+
+def add_torchtitan_parser(sub: Any) -> None:
+    """Register the `torchtitan` sub-command on the `ppsched` parser's sub-parsers."""
+    from api.cli import _KEEP, _layouts, _memory_limit, _positive_int  # cli imports this
+
+    p = sub.add_parser("torchtitan", help="solve and write the CSV plus the torchtitan "
+                       "settings that must match it")
+    p.add_argument("profile", help="profile JSON (DESIGN.md section 2)")
+    p.add_argument("-m", "--method", default=HEURISTIC,
+                   help=f"{HEURISTIC} (default) or a named schedule, ours or torch's")
+    p.add_argument("--memory-limit", metavar="X", type=_memory_limit, default=_KEEP,
+                   help="override the profile's memory_limit: a number, or 'none'")
+    p.add_argument("--layouts", metavar="LIST", type=_layouts, default=(),
+                   help="ways the model may be cut (see `ppsched solve --help`)")
+    p.add_argument("--layers", metavar="N", type=_positive_int,
+                   help="the model's transformer layers: sets "
+                   "pipeline_parallel_layers_per_stage and shows torchtitan's split")
+    p.add_argument("--local-batch-size", metavar="B", type=_positive_int,
+                   help="samples per data-parallel rank and step: sets the microbatch "
+                   "size B / m")
+    p.add_argument("-o", "--output", metavar="DIR", required=True,
+                   help=f"folder for {CSV_NAME}, {TOML_NAME} and {JSON_NAME}")
+    p.add_argument("--mkdir", action="store_true", help="create DIR when missing")
+    p.set_defaults(run=run_torchtitan)
+
+
+def run_torchtitan(args: argparse.Namespace) -> int:
+    from api.cli import _KEEP, _with_limit, summary, write_atomically
+
+    folder = Path(args.output)
+    if args.mkdir:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ProfileError("--output", args.output, f"a folder that can be created "
+                               f"({exc.strerror})") from None
+    elif not folder.is_dir():
+        raise ProfileError("--output", args.output, "an existing folder (create it or pass "
+                           "--mkdir)")
+    profile = load_profile(args.profile)
+    if args.memory_limit is not _KEEP:
+        profile = _with_limit(profile, args.memory_limit)
+    schedule = solve(profile, args.method, layouts=args.layouts)
+    recipe = torchtitan_recipe(schedule, layers=args.layers,
+                               local_batch_size=args.local_batch_size)
+    csv_path = str(folder / CSV_NAME)
+    toml = recipe_toml(recipe, csv_path)
+    write_atomically(csv_path, render_torch_csv(schedule), "--output")
+    write_atomically(str(folder / TOML_NAME), toml, "--output")
+    write_atomically(str(folder / JSON_NAME),
+                     json.dumps(recipe_json(recipe, csv_path), indent=1), "--output")
+    print(summary(schedule))
+    print(f"\nwrote {csv_path}, {folder / JSON_NAME} (dotted fields) and "
+          f"{folder / TOML_NAME}:")
+    print(toml, end="")
+    note = dropped_note(schedule)
+    if note:
+        print(f"ppsched: note: {csv_path}: {note}")
+    return 0
