@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from typing import Any
 
 import torch
@@ -49,10 +47,8 @@ def _profile(rank: int, world: int, hidden: int, layers: int, microbatch_size: i
 
 def _run(rank: int, world: int, schedules: list[dict[str, Any]], hidden: int,
          layers: int, microbatch_size: int, steps: int, warmup: int) -> dict[str, Any]:
-    import torch.distributed as dist
-
+    from benchmarks.step_timing import time_steps
     from runtime_adapter.executor import PipelineExecutor
-    from runtime_adapter.timeline import gather_records
     from solver.schedule import parse_schedule
 
     parsed = [parse_schedule(s) for s in schedules]
@@ -64,21 +60,10 @@ def _run(rank: int, world: int, schedules: list[dict[str, Any]], hidden: int,
                             layers_per_stage=layers)
         mine = {s: stages[s] for s in schedule.profile.problem.rank_to_stages[rank]}
         executors.append(PipelineExecutor(schedule, mine, mse_loss, timeout_s=120))
-    times: list[list[float]] = [[] for _ in parsed]
-    records: list[Any] = [None] * len(parsed)
-    for step in range(warmup + steps + 1):
-        for i, executor in enumerate(executors):
-            last = step == warmup + steps
-            dist.barrier()
-            t0 = time.perf_counter()
-            result = executor.run(inputs, targets, record=last)
-            elapsed = torch.tensor([time.perf_counter() - t0])
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slower rank's step
-            if last:
-                records[i] = gather_records(result.records)
-            elif step >= warmup:
-                times[i].append(elapsed.item() * 1e3)
-    return {"step_ms": [statistics.median(t) for t in times], "records": records}
+    step_ms, records = time_steps(dict(enumerate(executors)), inputs, targets,
+                                  warmup=warmup, steps=steps)
+    return {"step_ms": [step_ms[i] for i in range(len(executors))],
+            "records": [records[i] for i in range(len(executors))]}
 
 
 def main(argv: list[str] | None = None) -> int:

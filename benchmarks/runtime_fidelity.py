@@ -83,9 +83,9 @@ def _repeat(rank: int, p: int, sizes: Sizes) -> dict[str, Any] | None:
     """One repeat on p ranks: profile three cuts, solve, run the five side by side."""
     import torch.distributed as dist
 
+    from benchmarks.step_timing import time_steps
     from runtime_adapter.executor import PipelineExecutor
     from runtime_adapter.profile_ranks import profile_model, stages_of_rank
-    from runtime_adapter.timeline import gather_records
 
     config = sizes.config(p)
     tokens, targets = gpt_batch(config, sizes.microbatches,
@@ -111,23 +111,11 @@ def _repeat(rank: int, p: int, sizes: Sizes) -> dict[str, Any] | None:
         mine = problem.rank_to_stages[rank]
         executors[method] = PipelineExecutor(
             schedule, _stages(sizes, p, problem.num_stages, mine), gpt_loss, timeout_s=600)
-    times: dict[str, list[float]] = defaultdict(list)
-    records: dict[str, Any] = {}
-    for step in range(sizes.warmup + sizes.steps + 1):
-        last = step == sizes.warmup + sizes.steps
-        for method, executor in executors.items():
-            dist.barrier()
-            t0 = time.perf_counter()
-            result = executor.run(tokens, targets, record=last)
-            elapsed = torch.tensor([time.perf_counter() - t0])
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slower rank's step
-            if last:
-                records[method] = gather_records(result.records)
-            elif step >= sizes.warmup:
-                times[method].append(elapsed.item() * 1e3)
+    step_ms, records = time_steps(executors, tokens, targets, warmup=sizes.warmup,
+                                  steps=sizes.steps)
     if rank != 0:
         return None
-    return {"schedules": box[0], "step_ms": {k: statistics.median(v) for k, v in times.items()},
+    return {"schedules": box[0], "step_ms": step_ms,
             "records": records, "profiles": {f"v{c}-{pl}": pr for (c, pl), pr in
                                              profiles.items()}}
 
