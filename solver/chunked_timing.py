@@ -16,6 +16,7 @@ import math
 
 from solver.early_stop import MARGIN
 from solver.generators import Orders
+from solver.lazy_orders import LazyOrders
 from solver.ops import Op
 from solver.profile import Problem
 
@@ -28,21 +29,26 @@ class NotTimeable(ValueError):
     microbatches): the caller simulates it instead."""
 
 
-def time_chunked_order(problem: Problem, orders: Orders, objective: str = "cost",
-                       incumbent: float = math.inf) -> tuple[float, float] | None:
+def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
+                       objective: str = "cost", incumbent: float = math.inf,
+                       ) -> tuple[float, float] | None:
     """The cost and makespan of `orders`, or None when they break the memory limit, miss
     or repeat an op, put one on the wrong rank, deadlock, or provably cannot end
     `early_stop.MARGIN` below `incumbent` by `objective`.
 
     Args:
         problem: any placement, alike microbatches.
-        orders: per rank, its ops in execution order: F, B, W and BW only.
+        orders: per rank, its ops in execution order: F, B, W and BW only; as
+            `LazyOrders`, generated only as far as the timing reads (a loser stops
+            early, and `LazyOrders.complete` then finishes a winner).
 
     Raises:
         NotTimeable: unequal microbatches, or an op of another kind.
     """
     if not problem.uniform_microbatches:
         raise NotTimeable("unequal microbatches")
+    lazy = orders if isinstance(orders, LazyOrders) else LazyOrders.of(orders)
+    rows = lazy.rows
     S, m, p = problem.num_stages, problem.num_microbatches, problem.num_ranks
     block, last = S * m, S - 1
     rank_of = problem.stage_to_rank
@@ -64,49 +70,54 @@ def time_chunked_order(problem: Problem, orders: Orders, objective: str = "cost"
     bound = incumbent - MARGIN / 2  # half the margin: slack for the sums' rounding
     while ready:
         r = ready.pop()
-        row, i, t = orders[r], pointer[r], free[r]
-        while i < len(row):
-            op = row[i]
-            k = _KIND.get(op.kind, -1)
-            if k < 0 or type(op) is not Op:
-                raise NotTimeable(f"{op} is not an F, B, W or BW op")
-            _, s, j = op
-            if rank_of[s] != r:
-                return None  # an op on the wrong rank: not a candidate
-            sj = s * m + j
-            if k == 0:
-                dep, comm = (sj - m, comm_down[s - 1]) if s > 0 else (-1, 0.0)
-            elif k == 2:
-                dep, comm = block + sj, 0.0
-            elif s == last:
-                dep, comm = sj, 0.0
+        row, i, t = rows[r], pointer[r], free[r]
+        while True:  # until the rank waits for an input, or its order ends
+            while i < len(row):
+                op = row[i]
+                k = _KIND.get(op.kind, -1)
+                if k < 0 or type(op) is not Op:
+                    raise NotTimeable(f"{op} is not an F, B, W or BW op")
+                _, s, j = op
+                if rank_of[s] != r:
+                    return None  # an op on the wrong rank: not a candidate
+                sj = s * m + j
+                if k == 0:
+                    dep, comm = (sj - m, comm_down[s - 1]) if s > 0 else (-1, 0.0)
+                elif k == 2:
+                    dep, comm = block + sj, 0.0
+                elif s == last:
+                    dep, comm = sj, 0.0
+                else:
+                    dep, comm = block + sj + m, comm_down[s]
+                begin = t
+                if dep >= 0:
+                    dep_end = end_of[dep]
+                    if dep_end is None:
+                        waiters.setdefault(dep, []).append(r)
+                        break
+                    if dep_end + comm > begin:
+                        begin = dep_end + comm
+                if i == 0:
+                    first[r] = begin
+                took = duration[k][s]
+                t = begin + took
+                owed[r] -= took
+                held[r] += delta[k][s]
+                if held[r] > limit[r]:
+                    return None  # over the memory limit: not a candidate
+                for x in ((block + sj, 2 * block + sj) if k == 3 else (k * block + sj,)):
+                    if end_of[x] is not None:
+                        return None  # an op twice
+                    end_of[x] = t
+                    timed += 1
+                    woken = waiters.pop(x, None)
+                    if woken:
+                        ready.extend(woken)
+                i += 1
             else:
-                dep, comm = block + sj + m, comm_down[s]
-            begin = t
-            if dep >= 0:
-                dep_end = end_of[dep]
-                if dep_end is None:
-                    waiters.setdefault(dep, []).append(r)
-                    break
-                if dep_end + comm > begin:
-                    begin = dep_end + comm
-            if i == 0:
-                first[r] = begin
-            took = duration[k][s]
-            t = begin + took
-            owed[r] -= took
-            held[r] += delta[k][s]
-            if held[r] > limit[r]:
-                return None  # over the memory limit: not a candidate
-            for x in ((block + sj, 2 * block + sj) if k == 3 else (k * block + sj,)):
-                if end_of[x] is not None:
-                    return None  # an op twice
-                end_of[x] = t
-                timed += 1
-                woken = waiters.pop(x, None)
-                if woken:
-                    ready.extend(woken)
-            i += 1
+                if lazy.pull(r):  # the end of what is generated so far
+                    continue
+            break
         pointer[r], free[r] = i, t
         # The rank ends no earlier than its clock plus the work it still owes.
         if objective == "makespan":
@@ -116,7 +127,7 @@ def time_chunked_order(problem: Problem, orders: Orders, objective: str = "cost"
             floor = t + owed[r] - first[r] if i else 0.0
         if floor >= bound:
             return None
-    if timed < 3 * block or any(pointer[r] < len(orders[r]) for r in range(p)):
+    if timed < 3 * block or any(pointer[r] < len(rows[r]) for r in range(p)):
         return None  # an op missing, or a rank waiting for one never timed (a deadlock)
     cost = max(e - f for e, f in zip(free, first, strict=True) if f == f)
     return cost, max(free) - min(x for x in first if x == x)

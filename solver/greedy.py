@@ -23,10 +23,13 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from solver.chunked_timing import NotTimeable, RunningTiming, time_chunked_order
+from solver.early_stop import MARGIN
 from solver.generators import REGISTRY, Orders
+from solver.lazy_orders import LazyOrders
 from solver.ops import Op
 from solver.profile import Problem
 from solver.simulator import peak_memory, simulate
@@ -77,6 +80,29 @@ def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
     below `incumbent` (issue 11: against the ZB-V order at p=32, m=256 a losing build is
     known within its warm-up, a twentieth of its ops).
     """
+    return _build(problem, knobs, objective, incumbent, [])
+
+
+def greedy_timed_alike(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
+                       incumbent: float = math.inf, fills: Sequence[float] = (),
+                       ) -> tuple[tuple[Orders, float] | str, tuple[float, ...]]:
+    """`greedy_timed`, and the values of `fills` with which the build (its other knobs
+    the same) makes every decision it made: raced against the same incumbent, they end
+    the same way.
+
+    The fill decides only where a W could start in a gap shorter than the W; a losing
+    build mostly stops before the first such gap, so its fill siblings need no build
+    (issue 11: at p=32, m=256, 1p, 8 of the V search's 18 builds).
+    """
+    alike = list(fills)
+    built = _build(problem, knobs, objective, incumbent, alike)
+    return built, tuple(alike)
+
+
+def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: float,
+           alike: list[float]) -> tuple[Orders, float] | str:
+    """`greedy_timed`; keeps in `alike` (when it has more than one) the fills that
+    decide as `knobs.fill` at every gap."""
     p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
     m_b, m_w = problem.m_b, problem.m_w
@@ -200,7 +226,11 @@ def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
             if next_w[s] < next_b[s] and (
                     w_stage < 0 or end_b[s][next_w[s]] < end_b[w_stage][next_w[w_stage]]):
                 w_stage = s
-        if w_stage >= 0 and (blocked or next_at - now >= knobs.fill * t_w[w_stage] - _EPS):
+        gap = next_at - now
+        take_w = w_stage >= 0 and (blocked or gap >= knobs.fill * t_w[w_stage] - _EPS)
+        if w_stage >= 0 and not blocked and len(alike) > 1:
+            alike[:] = [f for f in alike if (gap >= f * t_w[w_stage] - _EPS) == take_w]
+        if take_w:
             s, j = w_stage, next_w[w_stage]
             next_w[s] += 1
             memory[r] -= m_w[s]
@@ -243,17 +273,38 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     def best_value() -> float:
         return min((value for _, value, _, _ in kept), default=math.inf)
 
-    def incumbent() -> float:
+    def incumbent(preference: int) -> float:
         # What a candidate races: it stops once it would lose by more than a tie to the
-        # best so far (a tie may still be the answer, when it is preferred).
-        return best_value() + 3 * _EPS
+        # best so far (a tie may still be the answer, when it is preferred), and once it
+        # cannot end below a kept candidate preferred to it: the answer (below) takes a
+        # later candidate only when it is better by `_EPS` than the best before it,
+        # which is within `_EPS` of every candidate before it, so a tie to one of them
+        # is never the answer (at p=32, m=256, 2p: the second of two tied greedy builds,
+        # a fifth of the search, ran to its end).
+        preferred = min((value for rank, value, _, _ in kept if rank < preference),
+                        default=math.inf)
+        return min(best_value() + 3 * _EPS, preferred + MARGIN / 2)
 
-    def keep(preference: int, orders: Orders | None, source: str) -> None:
-        if orders is None:
-            return
-        value = _value(problem, orders, objective, incumbent())
+    def keep(preference: int, orders: Orders | LazyOrders, source: str) -> None:
+        value = _value(problem, orders, objective, incumbent(preference))
         if value is not None:
-            kept.append((preference, value, orders, source))
+            complete = orders.complete() if isinstance(orders, LazyOrders) else orders
+            kept.append((preference, value, complete, source))
+
+    # Builds that ended before their end (stopped, over the limit, deadlocked), by their
+    # other knobs: the fills that decide alike, the incumbent raced and how it ended.
+    ended: dict[tuple[bool, float], list[tuple[tuple[float, ...], float, str]]] = {}
+
+    def build(knobs: GreedyKnobs, preference: int) -> tuple[Orders, float] | str:
+        race = incumbent(preference)
+        for fills, raced, how in ended.get((knobs.deep_first, knobs.memory_cap), ()):
+            if knobs.fill in fills and raced == race:
+                return how  # the same decisions against the same incumbent: the same end
+        built, fills = _greedy(problem, knobs, objective, race)
+        if isinstance(built, str):
+            ended.setdefault((knobs.deep_first, knobs.memory_cap), []).append(
+                (fills, race, built))
+        return built
 
     names = [name for name, generator in sorted(REGISTRY.items())
              if generator.supports(problem) and problem.num_chunks > 1]
@@ -262,9 +313,11 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     raced = sorted(enumerate(names, start=100), key=lambda x: x[1] != RACED_FIRST)
     for preference, name in raced:
         try:
-            keep(preference, REGISTRY[name](problem), name)
+            # Generated as far as the race reads it: a loser stops within its warm-up.
+            lazy = REGISTRY[name].lazy(problem)
         except ValueError:
             continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
+        keep(preference, lazy, name)
     # The fill and priority rules first, with all the memory; then, for the best of them,
     # holding fewer microbatches in flight (which can shorten the cool-down).
     greedy: dict[GreedyKnobs, float] = {}
@@ -274,7 +327,7 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     # Raced the least fill first: on the paper profiles it is mostly the best of the
     # six, and the others then stop earlier against it (the preference stays as listed).
     for knobs in sorted(preferred, key=lambda k: k.fill):
-        built = _greedy(problem, knobs, objective, incumbent())
+        built = build(knobs, 1 + preferred.index(knobs))
         if built == CANNOT_WIN:
             lost.append(knobs)
         elif not isinstance(built, str):
@@ -296,7 +349,7 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
                   for knobs in ([best_knobs] if best_knobs is not None else lost)
                   for cap in MEMORY_CAPS[1:]]
         for knobs in sorted(capped, key=lambda k: k.fill):  # raced as the six were
-            built = _greedy(problem, knobs, objective, incumbent())
+            built = build(knobs, 10 + capped.index(knobs))
             if not isinstance(built, str):
                 kept.append((10 + capped.index(knobs), built[1], built[0], "greedy"))
     # Microbatch after microbatch: rank 0 runs every stage's ops of one microbatch in
@@ -315,20 +368,20 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
 
 
 def _greedy(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: float,
-            ) -> tuple[Orders, float] | str:
+            ) -> tuple[tuple[Orders, float] | str, tuple[float, ...]]:
     """One greedy build and its value (or why it has none, see `greedy_timed`), raced
     against `incumbent` where the build's own timing is the simulator's (alike
-    microbatches)."""
+    microbatches); and the `FILL_CHOICES` that build alike (`greedy_timed_alike`)."""
     if problem.uniform_microbatches:
-        return greedy_timed(problem, knobs, objective, incumbent)
-    built = greedy_timed(problem, knobs)
+        return greedy_timed_alike(problem, knobs, objective, incumbent, FILL_CHOICES)
+    built, fills = greedy_timed_alike(problem, knobs, fills=FILL_CHOICES)
     if isinstance(built, str):
-        return built
+        return built, fills
     value = _value(problem, built[0], objective)
-    return (built[0], value) if value is not None else OVER_THE_LIMIT
+    return ((built[0], value) if value is not None else OVER_THE_LIMIT), fills
 
 
-def _value(problem: Problem, orders: Orders, objective: str,
+def _value(problem: Problem, orders: Orders | LazyOrders, objective: str,
            incumbent: float = math.inf) -> float | None:
     """The objective of a valid order within the limit, or None (for an order timed by
     `time_chunked_order`, also when it cannot win against `incumbent`)."""
@@ -340,6 +393,8 @@ def _value(problem: Problem, orders: Orders, objective: str,
         if timed is None:
             return None
         return timed[1] if objective == "makespan" else timed[0]
+    if isinstance(orders, LazyOrders):
+        orders = orders.complete()
     if not _fits(problem, orders):
         return None  # a named schedule over the limit: not worth timing
     sim = simulate(problem, orders)

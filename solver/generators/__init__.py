@@ -6,15 +6,17 @@ package to get every generator registered.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from solver.errors import ProfileError
+from solver.lazy_orders import LazyOrders
 from solver.ops import Op
 from solver.profile import Problem
 
 Orders = list[list[Op]]
 GeneratorFn = Callable[[Problem], Orders]
+RowsFn = Callable[[Problem], list[Iterator[Op]]]
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class Generator:
     """The chunk counts `v` it supports; an empty tuple means any `v >= 2`."""
     placement: str | None = None
     """The placement it needs when `v > 1` (``loop`` or ``v``); None for single-chunk."""
+    rows: RowsFn | None = None
+    """Each rank's order as an iterator, for a generator written so (`register_rows`)."""
 
     def supports(self, problem: Problem) -> bool:
         """Whether this generator can order `problem` (its chunk count and placement)."""
@@ -40,6 +44,15 @@ class Generator:
         if not self.supports(problem):
             raise self.refusal(problem)
         return self.fn(problem)
+
+    def lazy(self, problem: Problem) -> LazyOrders:
+        """The orders as `LazyOrders`: generated as far as they are read where the
+        generator writes rank by rank, else complete at once."""
+        if not self.supports(problem):
+            raise self.refusal(problem)
+        if self.rows is None:
+            return LazyOrders.of(self.fn(problem))
+        return LazyOrders(self.rows(problem))
 
     def refusal(self, problem: Problem) -> ProfileError:
         """The error naming why `problem`'s shape is not one this generator orders."""
@@ -71,6 +84,24 @@ def register(name: str, summary: str, num_chunks: tuple[int, ...] = (1,),
             raise RuntimeError(f"generator {name!r} registered twice")
         REGISTRY[name] = Generator(name, fn, summary, num_chunks, placement)
         return fn
+
+    return add
+
+
+def register_rows(name: str, summary: str, num_chunks: tuple[int, ...] = (1,),
+                  placement: str | None = None) -> Callable[[RowsFn], RowsFn]:
+    """Decorator: add a generator that writes each rank's order as an iterator; its
+    orders are those iterators drained (`Generator.lazy` reads them as they come)."""
+
+    def add(rows: RowsFn) -> RowsFn:
+        if name in REGISTRY:
+            raise RuntimeError(f"generator {name!r} registered twice")
+
+        def orders(problem: Problem) -> Orders:
+            return [list(row) for row in rows(problem)]
+
+        REGISTRY[name] = Generator(name, orders, summary, num_chunks, placement, rows)
+        return rows
 
     return add
 

@@ -10,16 +10,18 @@ one chunk with the full backward of the other (an `FB` op, DESIGN.md 6.4), so wi
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 
 from solver.errors import ProfileError
-from solver.generators import Orders, register
+from solver.generators import register_rows
 from solver.ops import FBOp, Op
 from solver.profile import Problem
 
 
-@register("dualpipe-v", "DualPipe-V: V placement, forward of one chunk overlapped with the "
-          "backward of the other (FB ops); needs m >= 2p", num_chunks=(2,), placement="v")
-def dualpipe_v(problem: Problem) -> Orders:
+@register_rows("dualpipe-v", "DualPipe-V: V placement, forward of one chunk overlapped with "
+               "the backward of the other (FB ops); needs m >= 2p", num_chunks=(2,),
+               placement="v")
+def dualpipe_v(problem: Problem) -> list[Iterator[Op]]:
     """Each rank's order, following DualPipe-V's eight steps (``DualPipeV.step``).
 
     Raises:
@@ -33,35 +35,33 @@ def dualpipe_v(problem: Problem) -> Orders:
 
 
 class _Rank:
-    """One rank's order as it is written: next microbatch per (chunk, kind), W queue."""
+    """One rank's ops as they are written: next microbatch per (chunk, kind), W queue."""
 
     def __init__(self, p: int, r: int) -> None:
         self.stage = (r, 2 * p - 1 - r)  # chunk 0 (down the V), chunk 1 (back up)
         self.next_f = [0, 0]
         self.next_b = [0, 0]
         self.pending_w: deque[Op] = deque()  # W's deferred by zero-bubble B's, FIFO
-        self.ops: list[Op] = []
 
-    def f(self, chunk: int) -> None:
-        self.ops.append(Op("F", self.stage[chunk], self._take(self.next_f, chunk)))
+    def f(self, chunk: int) -> Op:
+        return Op("F", self.stage[chunk], self._take(self.next_f, chunk))
 
-    def b(self, chunk: int, zero_bubble: bool = False) -> None:
+    def b(self, chunk: int, zero_bubble: bool = False) -> Op:
         """A full backward (BW), or with `zero_bubble` a B whose W waits in the queue."""
         j = self._take(self.next_b, chunk)
         if zero_bubble:
-            self.ops.append(Op("B", self.stage[chunk], j))
             self.pending_w.append(Op("W", self.stage[chunk], j))
-        else:
-            self.ops.append(Op("BW", self.stage[chunk], j))
+            return Op("B", self.stage[chunk], j)
+        return Op("BW", self.stage[chunk], j)
 
-    def w(self) -> None:
-        self.ops.append(self.pending_w.popleft())
+    def w(self) -> Op:
+        return self.pending_w.popleft()
 
-    def fb(self, forward: int, backward: int) -> None:
+    def fb(self, forward: int, backward: int) -> FBOp:
         """Forward of chunk `forward` overlapped with the full backward of `backward`."""
         j_f = self._take(self.next_f, forward)
         j_b = self._take(self.next_b, backward)
-        self.ops.append(FBOp(self.stage[forward], j_f, self.stage[backward], j_b))
+        return FBOp(self.stage[forward], j_f, self.stage[backward], j_b)
 
     @staticmethod
     def _take(counter: list[int], chunk: int) -> int:
@@ -69,49 +69,48 @@ class _Rank:
         return counter[chunk] - 1
 
 
-def _rank_order(p: int, m: int, r: int) -> list[Op]:
+def _rank_order(p: int, m: int, r: int) -> Iterator[Op]:
     x = _Rank(p, r)
     last = r == p - 1  # the bottom of the V: its chunk 0 feeds its own chunk 1
     # Step 1: nF0. Fill the way down: the deeper the rank, the fewer it runs ahead.
     for _ in range(2 * (p - r - 1)):
-        x.f(0)
+        yield x.f(0)
     # Step 2: nF0F1. Both chunks forward; microbatch 0 turns at the bottom and comes back.
     for _ in range(r + 1):
-        x.f(0)
-        x.f(1)
+        yield x.f(0)
+        yield x.f(1)
     # Step 3: nB1W1F1. First backwards of chunk 1, split (zero bubble): B, then a W, then F.
     for _ in range(p - r - 1):
-        x.b(1, zero_bubble=True)
-        x.w()
-        x.f(1)
+        yield x.b(1, zero_bubble=True)
+        yield x.w()
+        yield x.f(1)
     # Step 4 (main step): nF0B1F1B0. Each forward overlapped with the other chunk's backward.
     for i in range(m - 2 * p + r + 1):
         if i == 0 and last:
             # As in DualPipe: not overlapped here, so chunk 1's backward starts sooner.
-            x.f(0)
-            x.b(1)
+            yield x.f(0)
+            yield x.b(1)
         else:
-            x.fb(0, 1)
-        x.fb(1, 0)
+            yield x.fb(0, 1)
+        yield x.fb(1, 0)
     # Step 5: nB1F1B0. Chunk 0 has no forward left: a chunk-1 backward, then F1 with B0.
     for _ in range(p - r - 1):
-        x.b(1)
-        x.fb(1, 0)
+        yield x.b(1)
+        yield x.fb(1, 0)
     # Step 6: nB1B0. Drain both chunks; the second half splits B and W (zero bubble).
     zero_bubble = False
     for i in range(r + 1):
         if i == (r + 1) // 2 and r % 2 == 1:
             zero_bubble = True
-        x.b(1, zero_bubble)
+        yield x.b(1, zero_bubble)
         if i == (r + 1) // 2 and r % 2 == 0:
             zero_bubble = True
-        x.b(0, zero_bubble)
+        yield x.b(0, zero_bubble)
     # Step 7: nWB0. Deferred W's fill the wait for chunk 0's last gradients.
     for _ in range(p - r - 1):
-        x.w()
-        x.b(0, zero_bubble=True)
+        yield x.w()
+        yield x.b(0, zero_bubble=True)
     # Step 8: nW. The W's left.
     for _ in range(r + 1):
-        x.w()
+        yield x.w()
     assert not x.pending_w and x.next_f == [m, m] and x.next_b == [m, m]
-    return x.ops

@@ -8,78 +8,93 @@ last stage, so it starts backwards early and its memory clears fast.
 
 from __future__ import annotations
 
-from solver.generators import Orders, register
+from collections import deque
+from collections.abc import Iterator
+
+from solver.generators import register_rows
 from solver.ops import Op
 from solver.profile import Problem
 
+# Ops are built with tuple.__new__: half the time of the named tuple's own constructor,
+# which shows at 49k ops a schedule (issue 11).
+_new = tuple.__new__
 
-@register("zb-v", "ZB-V: V placement, split backward; zero bubble at 1F1B's memory when "
-          "T_F = T_B = T_W and m >= 2p", num_chunks=(2,), placement="v")
-def zb_v(problem: Problem) -> Orders:
+
+@register_rows("zb-v", "ZB-V: V placement, split backward; zero bubble at 1F1B's memory when "
+               "T_F = T_B = T_W and m >= 2p", num_chunks=(2,), placement="v")
+def zb_v(problem: Problem) -> list[Iterator[Op]]:
     p, m = problem.num_ranks, problem.num_microbatches
+    return [_zb_v_rank(p, m, r) for r in range(p)]
+
+
+def _zb_v_rank(p: int, m: int, r: int) -> Iterator[Op]:
     # The pattern needs 2p-1 microbatches to fill the V; with fewer, build it for 2p-1 and
     # drop the missing ones (dependencies stay within a microbatch, so what is left is a
     # valid order that holds no more memory).
-    n = max(m, 2 * p - 1)
-    orders = []
-    for r in range(p):
-        down, up = r, 2 * p - 1 - r  # chunk 0 and chunk 1 of this rank
-        f_down = f_up = b_down = b_up = 0
-        ops: list[Op] = []
-        # Step 1 (warm-up down the V): 2(p-r)-1 chunk-0 forwards; the first microbatch
-        # reaches the bottom of the V and turns back as these run.
-        for _ in range(2 * (p - r) - 1):
-            ops.append(Op("F", down, f_down))
-            f_down += 1
-        # Step 2 (warm-up, both chunks): r pairs of chunk-1 then chunk-0 forwards.
-        for _ in range(r):
-            ops.append(Op("F", up, f_up))
-            f_up += 1
-            ops.append(Op("F", down, f_down))
-            f_down += 1
-        # Step 3 (first backwards): p-r steps of chunk-1 F, B, W; the gradient starts on
-        # its way down the V while memory stays at 1F1B's.
-        for _ in range(p - r):
-            ops.append(Op("F", up, f_up))
-            f_up += 1
-            ops.append(Op("B", up, b_up))
-            ops.append(Op("W", up, b_up))
-            b_up += 1
-        # Step 4 (main step): F B W on chunk 0, then F B W on chunk 1.
-        while f_up < f_down or f_down < n:
-            if f_down < n:
-                ops.append(Op("F", down, f_down))
-                f_down += 1
-            ops.append(Op("B", down, b_down))
-            ops.append(Op("W", down, b_down))
-            b_down += 1
-            ops.append(Op("F", up, f_up))
-            f_up += 1
-            ops.append(Op("B", up, b_up))
-            ops.append(Op("W", up, b_up))
-            b_up += 1
-        # Step 5 (cool-down): r pairs of Bs with their Ws deferred, then p-r chunk-0 B W
-        # pairs, then the deferred Ws fill the tail.
-        w_down, w_up = b_down, b_up
-        for _ in range(r):
-            ops.append(Op("B", down, b_down))
-            b_down += 1
-            ops.append(Op("B", up, b_up))
-            b_up += 1
-        for _ in range(p - r):
-            ops.append(Op("B", down, b_down))
-            b_down += 1
-            ops.append(Op("W", down, w_down))
-            w_down += 1
-        ops += [Op("W", up, j) for j in range(w_up, b_up)]
-        ops += [Op("W", down, j) for j in range(w_down, b_down)]
-        orders.append([op for op in ops if op.microbatch < m])
-    return orders
+    for op in _zb_v_pattern(p, max(m, 2 * p - 1), r):
+        if op[2] < m:
+            yield op
 
 
-@register("v-half", "V-Half (controllable memory): V placement, a repeating building block "
-          "holding about half of 1F1B's activation memory", num_chunks=(2,), placement="v")
-def v_half(problem: Problem) -> Orders:
+def _zb_v_pattern(p: int, n: int, r: int) -> Iterator[Op]:
+    """Rank r's ZB-V order for `n` >= 2p-1 microbatches."""
+    down, up = r, 2 * p - 1 - r  # chunk 0 and chunk 1 of this rank
+    f_down = f_up = b_down = b_up = 0
+    # Step 1 (warm-up down the V): 2(p-r)-1 chunk-0 forwards; the first microbatch
+    # reaches the bottom of the V and turns back as these run.
+    for _ in range(2 * (p - r) - 1):
+        yield _new(Op, ("F", down, f_down))
+        f_down += 1
+    # Step 2 (warm-up, both chunks): r pairs of chunk-1 then chunk-0 forwards.
+    for _ in range(r):
+        yield _new(Op, ("F", up, f_up))
+        f_up += 1
+        yield _new(Op, ("F", down, f_down))
+        f_down += 1
+    # Step 3 (first backwards): p-r steps of chunk-1 F, B, W; the gradient starts on
+    # its way down the V while memory stays at 1F1B's.
+    for _ in range(p - r):
+        yield _new(Op, ("F", up, f_up))
+        f_up += 1
+        yield _new(Op, ("B", up, b_up))
+        yield _new(Op, ("W", up, b_up))
+        b_up += 1
+    # Step 4 (main step): F B W on chunk 0, then F B W on chunk 1.
+    while f_up < f_down or f_down < n:
+        if f_down < n:
+            yield _new(Op, ("F", down, f_down))
+            f_down += 1
+        yield _new(Op, ("B", down, b_down))
+        yield _new(Op, ("W", down, b_down))
+        b_down += 1
+        yield _new(Op, ("F", up, f_up))
+        f_up += 1
+        yield _new(Op, ("B", up, b_up))
+        yield _new(Op, ("W", up, b_up))
+        b_up += 1
+    # Step 5 (cool-down): r pairs of Bs with their Ws deferred, then p-r chunk-0 B W
+    # pairs, then the deferred Ws fill the tail.
+    w_down, w_up = b_down, b_up
+    for _ in range(r):
+        yield _new(Op, ("B", down, b_down))
+        b_down += 1
+        yield _new(Op, ("B", up, b_up))
+        b_up += 1
+    for _ in range(p - r):
+        yield _new(Op, ("B", down, b_down))
+        b_down += 1
+        yield _new(Op, ("W", down, w_down))
+        w_down += 1
+    for j in range(w_up, b_up):
+        yield _new(Op, ("W", up, j))
+    for j in range(w_down, b_down):
+        yield _new(Op, ("W", down, j))
+
+
+@register_rows("v-half", "V-Half (controllable memory): V placement, a repeating building "
+               "block holding about half of 1F1B's activation memory", num_chunks=(2,),
+               placement="v")
+def v_half(problem: Problem) -> list[Iterator[Op]]:
     p = problem.num_ranks
     # The building block in unit slots (each op one slot, one microbatch every 6 slots):
     # rank i runs chunk-0 F at 2i, chunk-1 F at 3p-i-2, chunk-1 B at 3p+gap+2i-1, chunk-0
@@ -92,9 +107,10 @@ def v_half(problem: Problem) -> Orders:
     return _orders_from_block(problem, block)
 
 
-@register("v-min", "V-Min (controllable memory): V placement, a repeating building block "
-          "holding about a third of 1F1B's activation memory", num_chunks=(2,), placement="v")
-def v_min(problem: Problem) -> Orders:
+@register_rows("v-min", "V-Min (controllable memory): V placement, a repeating building "
+               "block holding about a third of 1F1B's activation memory", num_chunks=(2,),
+               placement="v")
+def v_min(problem: Problem) -> list[Iterator[Op]]:
     p = problem.num_ranks
     # Rank i: chunk-0 F at i, chunk-1 F at 2p-i-1, chunk-1 B at 2p+gap+i, chunk-0 B at
     # 4p+gap-i-1: a chunk-0 activation lives about 4p-2i slots, i.e. 2p/3 microbatches of
@@ -108,7 +124,8 @@ def v_min(problem: Problem) -> Orders:
 _PERIOD = 6  # slots per microbatch on a rank: F and B of both chunks, and their two Ws
 
 
-def _orders_from_block(problem: Problem, block: list[tuple[int, int, int, int]]) -> Orders:
+def _orders_from_block(problem: Problem, block: list[tuple[int, int, int, int]],
+                       ) -> list[Iterator[Op]]:
     """Repeat a building block every `_PERIOD` slots and order each rank by slot.
 
     `block[r]` gives microbatch 0's slots of (chunk-0 F, chunk-1 F, chunk-1 B, chunk-0 B)
@@ -116,26 +133,28 @@ def _orders_from_block(problem: Problem, block: list[tuple[int, int, int, int]])
     after their B, oldest B first, so they fill what the block leaves idle.
     """
     p, m = problem.num_ranks, problem.num_microbatches
-    orders = []
-    for r, (f_down, f_up, b_up, b_down) in enumerate(block):
-        down, up = r, 2 * p - 1 - r
-        timed = {}
-        for j in range(m):
-            shift = _PERIOD * j
-            timed[f_down + shift] = Op("F", down, j)
-            timed[f_up + shift] = Op("F", up, j)
-            timed[b_up + shift] = Op("B", up, j)
-            timed[b_down + shift] = Op("B", down, j)
-        assert len(timed) == 4 * m, "building block slots collide"
-        ops: list[Op] = []
-        pending_w: list[Op] = []
-        for slot in range(max(timed) + 1):
-            op = timed.get(slot)
-            if op is not None:
-                ops.append(op)
-                if op.kind == "B":
-                    pending_w.append(Op("W", op.stage, op.microbatch))
-            elif pending_w:
-                ops.append(pending_w.pop(0))
-        orders.append(ops + pending_w)
-    return orders
+    return [_block_rank(r, p, m, slots) for r, slots in enumerate(block)]
+
+
+def _block_rank(r: int, p: int, m: int, slots: tuple[int, int, int, int]) -> Iterator[Op]:
+    """Rank r's order, slot by slot (each slot's op found from its residue modulo
+    `_PERIOD`, so nothing is built ahead of what is read)."""
+    down, up = r, 2 * p - 1 - r
+    kinds = (("F", down), ("F", up), ("B", up), ("B", down))
+    # Residue -> (first slot, kind, stage); distinct residues: slots never collide.
+    at = {first % _PERIOD: (first, kind, stage)
+          for first, (kind, stage) in zip(slots, kinds, strict=True)}
+    assert len(at) == 4, "building block slots collide"
+    pending_w: deque[Op] = deque()
+    for slot in range(max(slots) + _PERIOD * (m - 1) + 1):
+        entry = at.get(slot % _PERIOD)
+        j = (slot - entry[0]) // _PERIOD if entry is not None else -1
+        if 0 <= j < m:
+            assert entry is not None
+            _, kind, stage = entry
+            yield _new(Op, (kind, stage, j))
+            if kind == "B":
+                pending_w.append(_new(Op, ("W", stage, j)))
+        elif pending_w:
+            yield pending_w.popleft()
+    yield from pending_w
