@@ -17,7 +17,7 @@ import math
 from solver.early_stop import MARGIN
 from solver.generators import Orders
 from solver.lazy_orders import LazyOrders
-from solver.ops import Op
+from solver.ops import FBOp, Op
 from solver.profile import Problem
 
 _EPS = 1e-9
@@ -25,8 +25,8 @@ _KIND = {"F": 0, "B": 1, "W": 2, "BW": 3}
 
 
 class NotTimeable(ValueError):
-    """An order `time_chunked_order` does not time (FB or policy ops, unequal
-    microbatches): the caller simulates it instead."""
+    """An order `time_chunked_order` does not time (policy ops, FB ops where
+    ``overlap < 1``, unequal microbatches): the caller simulates it instead."""
 
 
 def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
@@ -38,12 +38,14 @@ def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
 
     Args:
         problem: any placement, alike microbatches.
-        orders: per rank, its ops in execution order: F, B, W and BW only; as
+        orders: per rank, its ops in execution order: F, B, W, BW and (at overlap 1)
+            FB only; as
             `LazyOrders`, generated only as far as the timing reads (a loser stops
             early, and `LazyOrders.complete` then finishes a winner).
 
     Raises:
-        NotTimeable: unequal microbatches, or an op of another kind.
+        NotTimeable: unequal microbatches, or an op of another kind (an FB where
+            ``overlap < 1``).
     """
     if not problem.uniform_microbatches:
         raise NotTimeable("unequal microbatches")
@@ -59,6 +61,9 @@ def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
              [-b for b in m_b]]
     comm_down = [problem.comm(s, s + 1) for s in range(last)] + [0.0]
     limit = [x + _EPS for x in problem.memory_limit]
+    # An FB takes its parts' time at overlap 1; below, less than the work each rank owes
+    # (the floor of the race), so such FBs are left to the simulator.
+    plain_fb = problem.overlap == 1
     # An op's id is kind * block + stage * m + microbatch (F, B, W; a BW ends B and W).
     end_of: list[float | None] = [None] * (3 * block)
     owed = list(problem.busy_per_rank)  # the op time each rank has still to run
@@ -76,7 +81,45 @@ def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
                 op = row[i]
                 k = _KIND.get(op.kind, -1)
                 if k < 0 or type(op) is not Op:
-                    raise NotTimeable(f"{op} is not an F, B, W or BW op")
+                    if type(op) is not FBOp or not plain_fb:
+                        raise NotTimeable(f"{op} is not an F, B, W, BW or (overlap 1) FB op")
+                    # An FB (DESIGN.md 6.4): its F part and its BW part start together
+                    # once both inputs have arrived, and end together.
+                    _, s, j = op
+                    sb, jb = op.stage_b, op.microbatch_b
+                    if rank_of[s] != r or rank_of[sb] != r:
+                        return None  # an op on the wrong rank: not a candidate
+                    deps = ((s * m + j - m, comm_down[s - 1]),) if s > 0 else ()
+                    deps += ((sb * m + jb, 0.0),) if sb == last else (
+                        (block + sb * m + jb + m, comm_down[sb]),)
+                    begin = t
+                    for dep, comm in deps:
+                        dep_end = end_of[dep]
+                        if dep_end is None:
+                            waiters.setdefault(dep, []).append(r)
+                            break
+                        if dep_end + comm > begin:
+                            begin = dep_end + comm
+                    else:
+                        if i == 0:
+                            first[r] = begin
+                        took = duration[0][s] + duration[3][sb]
+                        t = begin + took
+                        owed[r] -= took
+                        if held[r] + m_b[s] > limit[r]:
+                            return None  # the F part over the limit, before the BW frees
+                        held[r] += m_b[s] - m_b[sb]
+                        for x in (s * m + j, block + sb * m + jb, 2 * block + sb * m + jb):
+                            if end_of[x] is not None:
+                                return None  # an op twice
+                            end_of[x] = t
+                            timed += 1
+                            woken = waiters.pop(x, None)
+                            if woken:
+                                ready.extend(woken)
+                        i += 1
+                        continue
+                    break  # waiting for an input of the FB
                 _, s, j = op
                 if rank_of[s] != r:
                     return None  # an op on the wrong rank: not a candidate

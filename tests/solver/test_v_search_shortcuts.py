@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.chunked_timing import time_chunked_order
+from solver.chunked_timing import NotTimeable, time_chunked_order
 from solver.chunking import with_chunks
 from solver.generators import REGISTRY
 from solver.greedy import (
@@ -122,3 +122,37 @@ def test_a_tie_to_a_preferred_build_is_not_the_answer() -> None:
         first = next(knobs for knobs, built in builds
                      if not isinstance(built, str) and built[1] <= value + 1e-9)
         assert orders == greedy_schedule(problem, first)
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(1, 4), extra=st.integers(0, 6), times=st.tuples(
+    *[st.sampled_from([0.5, 1.0, 1.3, 2.0])] * 3), t_comm=st.sampled_from([0.0, 0.25, 1.0]),
+       headroom=st.sampled_from([None, 0.6, 1.0, 1.5]), objective=st.sampled_from(
+           ["cost", "makespan"]), overlap=st.sampled_from([1.0, 0.7]))
+def test_dualpipe_v_is_timed_as_the_simulator(p: int, extra: int, times: tuple[float, ...],
+                                              t_comm: float, headroom: float | None,
+                                              objective: str, overlap: float) -> None:
+    # DualPipe-V's FB ops are timed (at overlap 1) as the simulator times them, and raced.
+    m = 2 * p + extra
+    one = parse_profile({"num_ranks": p, "num_microbatches": m, "t_f": times[0],
+                         "t_b": times[1], "t_w": times[2], "t_comm": t_comm, "m_b": 1.0,
+                         "m_w": 0.5, "overlap": overlap,
+                         "memory_limit": None if headroom is None else max(1.0, p * headroom)})
+    problem = with_chunks(one, 2, "v").problem
+    orders = REGISTRY["dualpipe-v"](problem)
+    if overlap < 1:
+        if headroom is None and any(op.kind == "FB" for row in orders for op in row):
+            with pytest.raises(NotTimeable):  # left to the simulator
+                time_chunked_order(problem, orders, objective)
+        return
+    sim = simulate(problem, orders)
+    timed = time_chunked_order(problem, orders, objective)
+    if not sim.ok:
+        assert timed is None  # over the limit
+        return
+    assert sim.metrics is not None
+    assert timed == (sim.metrics.cost, sim.metrics.makespan)
+    value = sim.metrics.objective(objective)
+    assert time_chunked_order(problem, orders, objective, value) is None
+    assert time_chunked_order(problem, REGISTRY["dualpipe-v"].lazy(problem), objective,
+                              value + 1e-6) == timed
