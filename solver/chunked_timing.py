@@ -89,9 +89,11 @@ def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
                     sb, jb = op.stage_b, op.microbatch_b
                     if rank_of[s] != r or rank_of[sb] != r:
                         return None  # an op on the wrong rank: not a candidate
-                    deps = ((s * m + j - m, comm_down[s - 1]),) if s > 0 else ()
-                    deps += ((sb * m + jb, 0.0),) if sb == last else (
-                        (block + sb * m + jb + m, comm_down[sb]),)
+                    # The BW part's input, then the F part's (none on the first stage).
+                    deps = [(sb * m + jb, 0.0) if sb == last else
+                            (block + sb * m + jb + m, comm_down[sb])]
+                    if s > 0:
+                        deps.append((s * m + j - m, comm_down[s - 1]))
                     begin = t
                     for dep, comm in deps:
                         dep_end = end_of[dep]
