@@ -131,6 +131,7 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
     ready = [(0.0, q) for q in range(p) if remaining[q]]
     stalled = [False] * p
     rank_of = problem.stage_to_rank
+    last = num_stages - 1
 
     timing = RunningTiming(problem, objective, incumbent)
 
@@ -152,19 +153,6 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
             heapq.heappush(ready, (end, r))
         return timing.add(r, kind, stage, microbatch)
 
-    def f_arrival(s: int, j: int) -> float:
-        if s == 0:
-            return 0.0
-        done = end_f[s - 1][j]
-        return done + comm_down[s - 1] if done == done else math.inf
-
-    def b_arrival(s: int, j: int) -> float:
-        if s == num_stages - 1:
-            done = end_f[s][j]
-            return done if done == done else math.inf
-        done = end_b[s + 1][j]
-        return done + comm_down[s] if done == done else math.inf
-
     while True:
         # The undecided rank with the earliest clock (ties: the lowest rank) decides
         # next; every op another rank has yet to place ends later, so what has arrived by
@@ -182,7 +170,11 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
         for s in by_depth:
             j = next_b[s]
             if j < next_f[s]:
-                at = b_arrival(s, j)
+                # Its gradient: the F here on the last stage, else the next stage's B.
+                # (Inlined, as the F's arrival below: a function call per stage and op
+                # was a sixth of a build.)
+                done = end_f[s][j] if s == last else end_b[s + 1][j]
+                at = math.inf if done != done else done if s == last else done + comm_down[s]
                 if at < best_b_at - _EPS:
                     best_b, best_b_at = s, at
         if best_b >= 0 and best_b_at <= now + _EPS:
@@ -201,7 +193,11 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
             j = next_f[s]
             if j >= m:
                 continue
-            at = f_arrival(s, j)
+            if s:  # its input: the previous stage's F
+                done = end_f[s - 1][j]
+                at = done + comm_down[s - 1] if done == done else math.inf
+            else:
+                at = 0.0
             # A rank's last stage only needs room under the hard limit; an earlier one
             # also leaves the reserve, under the (possibly capped) limit of the F rule.
             room = limit[r] - reserve[s] if reserve[s] > 0 else hard_limit[r]
