@@ -258,9 +258,11 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     candidate always fits: microbatches one after another through the whole pipeline
     (`one_at_a_time`) holds only what any schedule must.
 
-    The named schedules are timed first: the best of them is the incumbent every greedy
-    build races against, and a losing build stops within its warm-up (issue 11: at p=32,
-    m=256 the ZB-V order wins at 1p, and the search took 5 s). The answer is the one the
+    The named schedules are timed first, each generated only as far as its race reads it
+    (`solver.lazy_orders`): the best of them is the incumbent every greedy build races
+    against, and a losing build stops within its warm-up (issue 11: at p=32, m=256 the
+    ZB-V order wins at 1p, and the search took 5 s); a build that stopped before any
+    decision its fill could change stands for its fill siblings. The answer is the one the
     candidates give in the order of preference below (the greedy's, then the named
     schedules', then one at a time; a later one only when better by `_EPS`): a
     candidate stops only once it is worse than the best so far by more than that, so
