@@ -39,9 +39,8 @@ def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
     Args:
         problem: any placement, alike microbatches.
         orders: per rank, its ops in execution order: F, B, W, BW and (at overlap 1)
-            FB only; as
-            `LazyOrders`, generated only as far as the timing reads (a loser stops
-            early, and `LazyOrders.complete` then finishes a winner).
+            FB only; as `LazyOrders`, generated only as far as the timing reads (a
+            loser stops early, and `LazyOrders.complete` then finishes a winner).
 
     Raises:
         NotTimeable: unequal microbatches, or an op of another kind (an FB where

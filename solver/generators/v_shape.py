@@ -148,9 +148,7 @@ def _block_rank(r: int, p: int, m: int, slots: tuple[int, int, int, int]) -> Ite
     pending_w: deque[Op] = deque()
     for slot in range(max(slots) + _PERIOD * (m - 1) + 1):
         entry = at.get(slot % _PERIOD)
-        j = (slot - entry[0]) // _PERIOD if entry is not None else -1
-        if 0 <= j < m:
-            assert entry is not None
+        if entry is not None and 0 <= (j := (slot - entry[0]) // _PERIOD) < m:
             _, kind, stage = entry
             yield _new(Op, (kind, stage, j))
             if kind == "B":
