@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from solver.bounds import lower_bound
-from solver.early_stop import MARGIN, cannot_win, is_checkpoint, stage_floors, warm_up_floor
+from solver.early_stop import (
+    MARGIN,
+    cannot_win,
+    idle_cap,
+    is_checkpoint,
+    stage_floors,
+    warm_up_floor,
+)
 from solver.errors import ProfileError
 from solver.generators import Orders
 from solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
@@ -372,6 +379,8 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     fill, cooldown, balance = knobs.fill, knobs.cooldown, knobs.balance
     fused = knobs.fused or (False,) * p
     idle = [0.0] * p  # per stage, idle time since its first F
+    busy = [m * (t_f[j] + t_b[j] + t_w[j]) for j in range(p)]  # per stage, its op time
+    cap = idle_cap(incumbent)
     most_idle = [0.0]  # the largest of `idle`, kept as it only grows
     free = [0.0] * p
     first = [0.0] * p
@@ -425,6 +434,8 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         idle[j] += start - free[j]
         if idle[j] > most_idle[0]:
             most_idle[0] = idle[j]
+        if busy[j] + idle[j] > cap:  # this stage's span alone loses (`idle_cap`)
+            raise _CannotWin
 
     over = [False]  # some op broke the memory limit: the build is not a candidate
 
@@ -482,33 +493,41 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
                             fused)
         return cannot_win(ends, first, objective, incumbent)
 
-    # Step 1 (warm-up): stage by stage, so each F's input is already timed.
-    if forwards is not None and forwards.covers(knobs.warmup):
-        for j, count in enumerate(knobs.warmup):  # as put_f would place them
-            f_end[j][:count] = forwards.f_end[j][:count]
-            free[j], first[j] = forwards.f_end[j][count - 1], forwards.first[j]
-            idle[j], mem[j] = forwards.idle[j][count - 1], forwards.held[j][count - 1]
-            num_f[j] = count
-            codes[j].extend(range(count))
-            over[0] = over[0] or count > forwards.fits[j]
-        most_idle[0] = max(0.0, *idle)
-    else:
-        for j in range(p):
-            for _ in range(knobs.warmup[j]):
-                put_f(j)
+    def warm_up() -> None:  # step 1: stage by stage, so each F's input is already timed
+        if forwards is not None and forwards.covers(knobs.warmup):
+            for j, count in enumerate(knobs.warmup):  # as put_f would place them
+                f_end[j][:count] = forwards.f_end[j][:count]
+                free[j], first[j] = forwards.f_end[j][count - 1], forwards.first[j]
+                idle[j], mem[j] = forwards.idle[j][count - 1], forwards.held[j][count - 1]
+                num_f[j] = count
+                codes[j].extend(range(count))
+                over[0] = over[0] or count > forwards.fits[j]
+                if busy[j] + idle[j] > cap:
+                    raise _CannotWin
+            most_idle[0] = max(0.0, *idle)
+        else:
+            for j in range(p):
+                for _ in range(knobs.warmup[j]):
+                    put_f(j)
+
     # Step 2 (main step): wave i = one F per stage down the pipeline, then B of
     # microbatch i up the pipeline.
     b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
                for j in range(p)]
     done: bool | None
-    if not any(b_first):
-        done = _waves(p, m, num_f, put_f, put_b, give_up if math.isfinite(incumbent) else None)
-    else:
-        done = _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b,
-                              give_up if math.isfinite(incumbent) else None)
-        if done is None:
-            return Build(math.inf, math.inf, "zb-heuristic (stuck)", knobs=knobs,
-                         reads=frozenset(reads))
+    try:
+        warm_up()
+        if not any(b_first):
+            done = _waves(p, m, num_f, put_f, put_b,
+                          give_up if math.isfinite(incumbent) else None)
+        else:
+            done = _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b,
+                                  give_up if math.isfinite(incumbent) else None)
+    except _CannotWin:
+        done = False
+    if done is None:
+        return Build(math.inf, math.inf, "zb-heuristic (stuck)", knobs=knobs,
+                     reads=frozenset(reads))
     if not done:
         return Build(math.inf, math.inf, "zb-heuristic (cannot win)", knobs=knobs,
                      reads=frozenset(reads))
@@ -522,6 +541,10 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     cost = max(free[j] - first[j] for j in range(p))
     return Build(cost, max(free) - min(first), "zb-heuristic", codes=codes,
                  num_microbatches=m, reads=frozenset(reads), knobs=knobs)
+
+
+class _CannotWin(Exception):
+    """A stage of the build has idled so long that its span alone loses (`idle_cap`)."""
 
 
 def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],

@@ -13,7 +13,7 @@ import pytest
 
 import solver.generators.paper as paper_module
 import solver.heuristic as heuristic_module
-from solver.early_stop import MARGIN, cannot_win, is_checkpoint, warm_up_floor
+from solver.early_stop import MARGIN, cannot_win, idle_cap, is_checkpoint, warm_up_floor
 from solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
 from solver.generators.paper import paper_candidates
 from solver.generators.zero_bubble import zb_h1, zb_h1_warmup, zb_h2, zb_h2_warmup
@@ -77,6 +77,35 @@ def test_a_build_that_wins_never_gives_up(seed: int) -> None:
                 assert tied.objective(objective) in (value, math.inf)
 
 
+def test_idle_cap_is_above_the_incumbent() -> None:
+    assert idle_cap(2000.0) > 2000.0 + MARGIN
+    assert idle_cap(0.0) > 0.0
+    assert idle_cap(math.inf) == math.inf
+
+
+def test_a_build_gives_up_when_a_stage_idles_too_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # With no checkpoint at all, a losing build still gives up: the stage that idles
+    # past the incumbent stops it (the refinement's losers idle half-way, issue 11).
+    # Its result is then the one the search would refuse anyway.
+    monkeypatch.setattr(heuristic_module, "is_checkpoint", lambda *args: False)
+    problem = _paper_problems()[0]
+    forwards = forwards_only(problem, min(problem.num_microbatches,
+                                          max(memory_caps(problem))))
+    best = zb_heuristic(problem)
+    assert best.knobs is not None
+    stopped = 0
+    for knobs in _knobs(problem):
+        full = build(problem, knobs, forwards=forwards)
+        against = build(problem, knobs, best.cost, forwards=forwards)
+        if math.isinf(against.cost):
+            stopped += 1
+            assert full.cost >= best.cost - MARGIN  # it could not have won
+        else:
+            assert (against.cost, against.orders) == (full.cost, full.orders)
+    assert stopped > 0
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_paper_runs_that_win_are_all_yielded(seed: int) -> None:
     for problem in _problems(100 + seed, 6):
@@ -115,6 +144,7 @@ def _without_early_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(heuristic_module, "cannot_win", never)
     monkeypatch.setattr(paper_module, "cannot_win", never)
     monkeypatch.setattr(heuristic_module, "warm_up_floor", lambda *args: 0.0)
+    monkeypatch.setattr(heuristic_module, "idle_cap", lambda incumbent: math.inf)
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
