@@ -378,6 +378,7 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     limit = problem.memory_limit
     fill, cooldown, balance = knobs.fill, knobs.cooldown, knobs.balance
     fused = knobs.fused or (False,) * p
+    grows = [w > b for w, b in zip(m_w, m_b, strict=True)]  # a B adds memory (6.1)
     idle = [0.0] * p  # per stage, idle time since its first F
     busy = [m * (t_f[j] + t_b[j] + t_w[j]) for j in range(p)]  # per stage, its op time
     cap = idle_cap(incumbent)
@@ -392,12 +393,14 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     codes: list[list[int]] = [[] for _ in range(p)]
     reads: set[str] = set()  # the knobs a decision of this build depended on
 
+    w_code = 2 * m  # the code of W(j, 0)
+
     def run_w(j: int) -> None:
         x = num_w[j]
         free[j] += t_w[j]
         mem[j] -= m_w[j]
         num_w[j] = x + 1
-        codes[j].append(2 * m + x)
+        codes[j].append(w_code + x)
 
     def fill_gap(j: int, ready: float) -> None:
         # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
@@ -415,20 +418,26 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             elif cooldown == COOLDOWN_HEAD_START:
                 backlog_fits = (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
                 threshold, knobs_read = (1.0 if backlog_fits else 0.0), _READS_COOLDOWN
-        while num_w[j] < num_b[j]:
-            gap = ready - free[j]
+        t = t_w[j]
+        x, owed, clock, row = num_w[j], num_b[j], free[j], codes[j]
+        while x < owed:
+            gap = ready - clock
             if gap <= _EPS:
-                return
-            if gap < t_w[j] - _EPS:  # the W would overrun the gap: a decision
+                break
+            if gap < t - _EPS:  # the W would overrun the gap: a decision
                 reads.update(knobs_read)
                 if threshold > 0.0:
                     reads.add("balance")
                 if balance and threshold > 0.0:
                     if gap <= most_idle[0] - idle[j]:
-                        return
-                elif gap < threshold * t_w[j]:
-                    return
-            run_w(j)
+                        break
+                elif gap < threshold * t:
+                    break
+            clock += t  # run_w, inlined: this loop is most of a build's W fill
+            mem[j] -= m_w[j]
+            row.append(w_code + x)
+            x += 1
+        num_w[j], free[j] = x, clock
 
     def wait(j: int, start: float) -> None:  # the rank idles until `start`
         idle[j] += start - free[j]
@@ -452,13 +461,18 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
         if mem[j] + m_b[j] > limit[j] + _EPS:
             make_room(j, m_b[j])  # the F would break the memory limit
-        if x > 0 and num_w[j] < num_b[j] and ready - free[j] > _EPS:
+        clock = free[j]
+        if ready - clock > _EPS and x > 0 and num_w[j] < num_b[j]:
             fill_gap(j, ready)
-        start = free[j] if free[j] > ready else ready
+            clock = free[j]
+        if clock >= ready:
+            start = clock
+        else:
+            start = ready
+            if x > 0:
+                wait(j, start)
         if x == 0:
             first[j] = start
-        elif start > free[j]:
-            wait(j, start)
         free[j] = f_end[j][x] = start + t_f[j]
         mem[j] += m_b[j]
         num_f[j] = x + 1
@@ -476,12 +490,16 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             num_b[j] = num_w[j] = x + 1
             codes[j].append(3 * m + x)
             return
-        if m_w[j] > m_b[j]:
+        if grows[j]:
             make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
-        if num_w[j] < num_b[j] and ready - free[j] > _EPS:
+        clock = free[j]
+        if ready - clock > _EPS and num_w[j] < x:
             fill_gap(j, ready)
-        start = free[j] if free[j] > ready else ready
-        if start > free[j]:
+            clock = free[j]
+        if clock >= ready:
+            start = clock
+        else:
+            start = ready
             wait(j, start)
         free[j] = b_end[j][x] = start + t_b[j]
         mem[j] += m_w[j] - m_b[j]
