@@ -25,6 +25,8 @@ from solver.heuristic import (
     warmup_candidates,
     zb_heuristic,
 )
+from solver.ops import Op
+from solver.order_timing import time_order
 from solver.profile import Problem, parse_profile
 from solver.simulator import simulate
 from solver.warm_up import forwards_only
@@ -104,6 +106,20 @@ def test_a_build_gives_up_when_a_stage_idles_too_long(
         else:
             assert (against.cost, against.orders) == (full.cost, full.orders)
     assert stopped > 0
+
+
+def test_a_fixed_order_gives_up_when_a_rank_idles_too_long() -> None:
+    # Two ranks, one microbatch, a long link: rank 0 waits 200 for its B's input, so
+    # the order costs about 203. It is all timed in the first sweep, before any
+    # checkpoint; against an incumbent of 10 the idle rank alone drops it.
+    problem = parse_profile({"num_ranks": 2, "num_microbatches": 1, "t_f": 1, "t_b": 1,
+                             "t_w": 1, "t_comm": 100, "m_b": 1, "m_w": 0.5}).problem
+    orders = [[Op("F", r, 0), Op("B", r, 0), Op("W", r, 0)] for r in range(2)]
+    metrics = simulate(problem, orders).metrics
+    assert metrics is not None
+    assert time_order(problem, orders) == (metrics.cost, metrics.makespan)
+    assert time_order(problem, orders, "cost", metrics.cost + 1.01 * MARGIN) is not None
+    assert time_order(problem, orders, "cost", 10.0) is None
 
 
 @pytest.mark.parametrize("seed", range(10))
