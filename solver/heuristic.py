@@ -53,11 +53,10 @@ log = logging.getLogger(__name__)
 _EPS = 1e-9
 FILL_CHOICES = (0.2, 0.5, 1.0)
 COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST = range(3)
-# Which knobs an overrun decision of the W fill reads, by where its threshold comes from
-# (balance too, whenever the threshold is above 0).
-_READS_FILL: tuple[str, ...] = ("fill",)
-_READS_COOLDOWN: tuple[str, ...] = ("cooldown",)
-_READS_COOLDOWN_FILL: tuple[str, ...] = ("cooldown", "fill")
+FillRule = tuple[float, int, bool]
+"""The knobs the W fill's decisions read: (fill, cooldown, balance)."""
+Decision = tuple[int, bool, bool, float, float, float]
+"""What a W fill decision sees (the arguments of `_stops` after the rule)."""
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
 
@@ -102,9 +101,20 @@ class Build:
     num_microbatches: int = 0
     knobs: Knobs | None = None
     """The knobs of a knob search build (None for the other candidates)."""
-    reads: frozenset[str] = frozenset()
-    """The knobs (`Knobs` field names) its decisions depended on, up to where it ended
-    or gave up: knobs that differ only in others build it again, op for op."""
+    decisions: list[Decision] | None = None
+    """What each W fill decision of the build saw, up to where it ended or gave up
+    (None: not recorded): see `decides_alike`."""
+
+    def decides_alike(self, rule: FillRule) -> bool:
+        """Whether knobs that differ from this build's only in taking the W fill `rule`
+        build it again, op for op: at each of its decisions the rule decides as its own
+        did (and then a build with them ends or gives up where this one did)."""
+        assert self.knobs is not None
+        own = (self.knobs.fill, self.knobs.cooldown, self.knobs.balance)
+        if rule == own:
+            return True
+        return self.decisions is not None and all(
+            _stops(rule, *seen) == _stops(own, *seen) for seen in self.decisions)
 
     @cached_property
     def orders(self) -> Orders:
@@ -133,7 +143,7 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     skipped once the best meets it. The lowest objective wins (ties: the first found).
     Two shortcuts leave the answer unchanged: a build (or paper run, or fallback) gives
     up once it provably cannot beat the best so far (`solver.early_stop`), and knobs
-    that would repeat a done build op for op (`Build.reads`) are not built.
+    that would repeat a done build op for op (`Build.decides_alike`) are not built.
 
     Raises:
         ProfileError: for more than one chunk per rank (the heuristic is single-chunk).
@@ -181,9 +191,9 @@ class _Search:
         self.best: Build | None = None
         self.best_knobs = Knobs((), FILL_CHOICES[0])
         self.caps = memory_caps(problem)
-        # Builds done, by the knobs no decision records (warm-up, B first, fused): their
-        # knobs and the knobs their decisions read.
-        self.done: dict[tuple, list[tuple[Knobs, frozenset[str]]]] = {}
+        # Builds done, by the knobs no decision records (warm-up, B first, fused).
+        self.done: dict[tuple, list[Build]] = {}
+        self.recording = True  # whether builds record their decisions (`try_knobs`)
         self.forwards = forwards_only(problem, min(problem.num_microbatches, max(self.caps)))
 
     @property
@@ -200,16 +210,19 @@ class _Search:
         return False
 
     def try_knobs(self, knobs: Knobs) -> bool:
-        # A copy of a build done before (the knobs differ only in ones it never read)
-        # would end as that one did: refused, or given up. Not built again.
+        # A copy of a build done before (its fill rule decides alike at every decision
+        # that build made) would end as that one did: refused, or given up. Not built.
         same = self.done.setdefault((knobs.warmup, knobs.b_first_when_capped, knobs.fused),
                                     [])
-        if any(all(getattr(knobs, name) == getattr(seen, name) for name in reads)
-               for seen, reads in same):
+        rule = (knobs.fill, knobs.cooldown, knobs.balance)
+        if any(seen.decides_alike(rule) for seen in same):
             return False
         # A build that cannot beat the incumbent stops early: offer() would refuse it.
-        built = build(self.problem, knobs, self.value, self.objective, self.forwards)
-        same.append((knobs, built.reads))
+        # Only the first phases try other fill rules on a warm-up already built: their
+        # builds record their decisions.
+        built = build(self.problem, knobs, self.value, self.objective, self.forwards,
+                      record=self.recording)
+        same.append(built)
         return self.offer(built, knobs)
 
     def warmup_families(self) -> None:
@@ -237,6 +250,7 @@ class _Search:
         """Coordinate descent on the per-stage warm-up counts, within a budget of ops
         built so that the answer does not depend on the machine's speed."""
         problem = self.problem
+        self.recording = False  # from here on each warm-up is built with one fill rule
         budget = REFINE_BUDGET_OPS // (3 * problem.num_stages * problem.num_microbatches)
         improved = True
         while improved and budget > 0:
@@ -364,13 +378,44 @@ def _first_b_fit(problem: Problem, caps: list[int], cover: bool) -> list[int]:
     return counts
 
 
+def _threshold(fill: float, cooldown: int, stage: int, past_last_f: bool,
+               backlog_fits: bool) -> float:
+    """The least gap, in Ws, into which the fill runs a W that overruns it."""
+    if not past_last_f:
+        return fill
+    # Past its last F, stage 0 feeds no one: idling is never better than a W. A later
+    # stage started later, so Ws it leaves to the end cost it nothing up to that head
+    # start; meanwhile it may keep its Bs flowing to stage 0.
+    if stage == 0:
+        return 0.0
+    if cooldown == COOLDOWN_B_FIRST:
+        return 1.0
+    if cooldown == COOLDOWN_HEAD_START:
+        return 1.0 if backlog_fits else 0.0
+    return fill
+
+
+def _stops(rule: FillRule, stage: int, past_last_f: bool, backlog_fits: bool, gap: float,
+           t_w: float, idle_slack: float) -> bool:
+    """Whether the fill leaves a gap idle rather than overrun it with a W: with balance,
+    when idling keeps this stage no more idle than the most idle one (`idle_slack`: how
+    far it is behind that one)."""
+    fill, cooldown, balance = rule
+    threshold = _threshold(fill, cooldown, stage, past_last_f, backlog_fits)
+    if balance and threshold > 0.0:
+        return gap <= idle_slack
+    return gap < threshold * t_w
+
+
 def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
-          objective: str = "cost", forwards: Forwards | None = None) -> Build:
+          objective: str = "cost", forwards: Forwards | None = None,
+          record: bool = False) -> Build:
     """Run the heuristic once with fixed knobs; see the module docstring for the steps.
 
     With a finite `incumbent`, the build gives up (cost and makespan infinite) as soon as
     its `objective` provably cannot beat it (`solver.early_stop`). With `forwards` (the
-    problem's), the warm-up is copied from it rather than placed op by op.
+    problem's), the warm-up is copied from it rather than placed op by op. With
+    `record`, the build keeps what its W fill decisions saw (`Build.decides_alike`).
     """
     p, m = problem.num_ranks, problem.num_microbatches
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
@@ -391,7 +436,7 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     b_end = [[0.0] * m for _ in range(p)]
     # Ops as ints (kind * m + microbatch; kinds F, B, W = 0, 1, 2) until the end.
     codes: list[list[int]] = [[] for _ in range(p)]
-    reads: set[str] = set()  # the knobs a decision of this build depended on
+    decisions: list[Decision] | None = [] if record else None
 
     w_code = 2 * m  # the code of W(j, 0)
 
@@ -405,33 +450,21 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     def fill_gap(j: int, ready: float) -> None:
         # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
         # of at least `fill` of a W (it delays the op, but idles the rank less).
-        threshold, knobs_read = fill, _READS_FILL
-        if num_f[j] == m:
-            # Past its last F, stage 0 feeds no one: idling is never better than a W.
-            # A later stage started later, so Ws it leaves to the end cost it nothing up
-            # to that head start; meanwhile it may keep its Bs flowing to stage 0.
-            knobs_read = _READS_COOLDOWN_FILL
-            if j == 0:
-                threshold, knobs_read = 0.0, ()
-            elif cooldown == COOLDOWN_B_FIRST:
-                threshold, knobs_read = 1.0, _READS_COOLDOWN
-            elif cooldown == COOLDOWN_HEAD_START:
-                backlog_fits = (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
-                threshold, knobs_read = (1.0 if backlog_fits else 0.0), _READS_COOLDOWN
+        past_last_f = num_f[j] == m
+        backlog_fits = past_last_f and \
+            (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
+        threshold = _threshold(fill, cooldown, j, past_last_f, backlog_fits)
         t = t_w[j]
         x, owed, clock, row = num_w[j], num_b[j], free[j], codes[j]
         while x < owed:
             gap = ready - clock
             if gap <= _EPS:
                 break
-            if gap < t - _EPS:  # the W would overrun the gap: a decision
-                reads.update(knobs_read)
-                if threshold > 0.0:
-                    reads.add("balance")
-                if balance and threshold > 0.0:
-                    if gap <= most_idle[0] - idle[j]:
-                        break
-                elif gap < threshold * t:
+            if gap < t - _EPS:  # the W would overrun the gap: a decision (`_stops`)
+                slack = most_idle[0] - idle[j]
+                if decisions is not None:
+                    decisions.append((j, past_last_f, backlog_fits, gap, t, slack))
+                if gap <= slack if balance and threshold > 0.0 else gap < threshold * t:
                     break
             clock += t  # run_w, inlined: this loop is most of a build's W fill
             mem[j] -= m_w[j]
@@ -545,20 +578,20 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         done = False
     if done is None:
         return Build(math.inf, math.inf, "zb-heuristic (stuck)", knobs=knobs,
-                     reads=frozenset(reads))
+                     decisions=decisions)
     if not done:
         return Build(math.inf, math.inf, "zb-heuristic (cannot win)", knobs=knobs,
-                     reads=frozenset(reads))
+                     decisions=decisions)
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
             run_w(j)
     if over[0]:
         return Build(math.inf, math.inf, "zb-heuristic (over the memory limit)", knobs=knobs,
-                     reads=frozenset(reads))
+                     decisions=decisions)
     cost = max(free[j] - first[j] for j in range(p))
     return Build(cost, max(free) - min(first), "zb-heuristic", codes=codes,
-                 num_microbatches=m, reads=frozenset(reads), knobs=knobs)
+                 num_microbatches=m, decisions=decisions, knobs=knobs)
 
 
 class _CannotWin(Exception):
