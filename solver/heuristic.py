@@ -57,6 +57,30 @@ FillRule = tuple[float, int, bool]
 """The knobs the W fill's decisions read: (fill, cooldown, balance)."""
 Decision = tuple[int, bool, bool, float, float, float]
 """What a W fill decision sees (the arguments of `_stops` after the rule)."""
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What the W fill decisions of one build saw, and how it decided each.
+
+    Attributes:
+        main: (what it saw, whether it stopped) at each decision of a stage before its
+            last F, which reads the fill and balance knobs only.
+        cooldown: the same past a stage's last F (stages after the first: stage 0 then
+            runs every W, whatever the knobs).
+    """
+
+    main: list[tuple[Decision, bool]] = dataclasses.field(default_factory=list)
+    cooldown: list[tuple[Decision, bool]] = dataclasses.field(default_factory=list)
+
+    def alike(self, own: FillRule, rule: FillRule) -> bool:
+        """Whether `rule` decides each of them as `own` did."""
+        # Before a stage's last F the threshold is the fill: two rules with balance and
+        # fills above 0 decide alike, and so do two with the same fill and balance.
+        main_alike = (own[2] and rule[2] and own[0] > 0.0 and rule[0] > 0.0) \
+            or (own[0], own[2]) == (rule[0], rule[2])
+        return (main_alike or all(_stops(rule, *seen) == stop for seen, stop in self.main)) \
+            and all(_stops(rule, *seen) == stop for seen, stop in self.cooldown)
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
 
@@ -101,7 +125,7 @@ class Build:
     num_microbatches: int = 0
     knobs: Knobs | None = None
     """The knobs of a knob search build (None for the other candidates)."""
-    decisions: list[Decision] | None = None
+    decisions: Decisions | None = None
     """What each W fill decision of the build saw, up to where it ended or gave up
     (None: not recorded): see `decides_alike`."""
 
@@ -113,8 +137,7 @@ class Build:
         own = (self.knobs.fill, self.knobs.cooldown, self.knobs.balance)
         if rule == own:
             return True
-        return self.decisions is not None and all(
-            _stops(rule, *seen) == _stops(own, *seen) for seen in self.decisions)
+        return self.decisions is not None and self.decisions.alike(own, rule)
 
     @cached_property
     def orders(self) -> Orders:
@@ -436,7 +459,7 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     b_end = [[0.0] * m for _ in range(p)]
     # Ops as ints (kind * m + microbatch; kinds F, B, W = 0, 1, 2) until the end.
     codes: list[list[int]] = [[] for _ in range(p)]
-    decisions: list[Decision] | None = [] if record else None
+    decisions = Decisions() if record else None
 
     w_code = 2 * m  # the code of W(j, 0)
 
@@ -462,9 +485,11 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
                 break
             if gap < t - _EPS:  # the W would overrun the gap: a decision (`_stops`)
                 slack = most_idle[0] - idle[j]
-                if decisions is not None:
-                    decisions.append((j, past_last_f, backlog_fits, gap, t, slack))
-                if gap <= slack if balance and threshold > 0.0 else gap < threshold * t:
+                stop = gap <= slack if balance and threshold > 0.0 else gap < threshold * t
+                if decisions is not None and (j > 0 or not past_last_f):
+                    (decisions.cooldown if past_last_f else decisions.main).append(
+                        ((j, past_last_f, backlog_fits, gap, t, slack), stop))
+                if stop:
                     break
             clock += t  # run_w, inlined: this loop is most of a build's W fill
             mem[j] -= m_w[j]

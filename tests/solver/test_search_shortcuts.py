@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,8 @@ def test_knobs_whose_fill_rule_decides_alike_build_it_again(seed: int) -> None:
         for knobs in _knobs(problem):
             built = build(problem, knobs, record=True)
             assert built.decides_alike((knobs.fill, knobs.cooldown, knobs.balance))
-            for other in _knobs(problem):
+            # (fill 0 with balance: a threshold of 0, where balance is never read)
+            for other in [*_knobs(problem), replace(knobs, fill=0.0, balance=True)]:
                 same_rest = (other.warmup, other.b_first_when_capped, other.fused) == \
                     (knobs.warmup, knobs.b_first_when_capped, knobs.fused)
                 rule = (other.fill, other.cooldown, other.balance)
