@@ -25,7 +25,7 @@ import dataclasses
 import itertools
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -513,56 +513,63 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         if mem[j] + need > limit[j] + _EPS:
             over[0] = True
 
-    # The hot path (every op): the helpers are called only when they have work to do.
-    def put_f(j: int) -> None:
-        x = num_f[j]
-        ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
-        if mem[j] + m_b[j] > limit[j] + _EPS:
-            make_room(j, m_b[j])  # the F would break the memory limit
-        clock = free[j]
-        if ready - clock > _EPS and x > 0 and num_w[j] < num_b[j]:
-            fill_gap(j, ready)
+    # The hot path (every op): the helpers are called only when they have work to do,
+    # and a call places a whole wave's ops (a call per op was a third of a build).
+    def put_fs(stages: Iterable[int]) -> None:
+        """The next F on each of `stages` in turn (on those with Fs left)."""
+        for j in stages:
+            x = num_f[j]
+            if x == m:
+                continue
+            ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
+            if mem[j] + m_b[j] > limit[j] + _EPS:
+                make_room(j, m_b[j])  # the F would break the memory limit
             clock = free[j]
-        if clock >= ready:
-            start = clock
-        else:
-            start = ready
-            if x > 0:
-                wait(j, start)
-        if x == 0:
-            first[j] = start
-        free[j] = f_end[j][x] = start + t_f[j]
-        mem[j] += m_b[j]
-        num_f[j] = x + 1
-        codes[j].append(x)
+            if ready - clock > _EPS and x > 0 and num_w[j] < num_b[j]:
+                fill_gap(j, ready)
+                clock = free[j]
+            if clock >= ready:
+                start = clock
+            else:
+                start = ready
+                if x > 0:
+                    wait(j, start)
+            if x == 0:
+                first[j] = start
+            free[j] = f_end[j][x] = start + t_f[j]
+            mem[j] += m_b[j]
+            num_f[j] = x + 1
+            codes[j].append(x)
 
-    def put_b(j: int) -> None:
-        x = num_b[j]
-        ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
-        if fused[j]:  # BW: frees m_b at its end, owes no W
-            start = free[j] if free[j] > ready else ready
-            if start > free[j]:
-                wait(j, start)
-            free[j] = b_end[j][x] = start + t_b[j] + t_w[j]
-            mem[j] -= m_b[j]
-            num_b[j] = num_w[j] = x + 1
-            codes[j].append(3 * m + x)
-            return
-        if grows[j]:
-            make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
-        clock = free[j]
-        if ready - clock > _EPS and num_w[j] < x:
-            fill_gap(j, ready)
+    def put_bs(stages: Iterable[int]) -> None:
+        """The next B (or BW) on each of `stages` in turn."""
+        for j in stages:
+            x = num_b[j]
+            ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
+            if fused[j]:  # BW: frees m_b at its end, owes no W
+                start = free[j] if free[j] > ready else ready
+                if start > free[j]:
+                    wait(j, start)
+                free[j] = b_end[j][x] = start + t_b[j] + t_w[j]
+                mem[j] -= m_b[j]
+                num_b[j] = num_w[j] = x + 1
+                codes[j].append(3 * m + x)
+                continue
+            if grows[j]:
+                make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
             clock = free[j]
-        if clock >= ready:
-            start = clock
-        else:
-            start = ready
-            wait(j, start)
-        free[j] = b_end[j][x] = start + t_b[j]
-        mem[j] += m_w[j] - m_b[j]
-        num_b[j] = x + 1
-        codes[j].append(m + x)
+            if ready - clock > _EPS and num_w[j] < x:
+                fill_gap(j, ready)
+                clock = free[j]
+            if clock >= ready:
+                start = clock
+            else:
+                start = ready
+                wait(j, start)
+            free[j] = b_end[j][x] = start + t_b[j]
+            mem[j] += m_w[j] - m_b[j]
+            num_b[j] = x + 1
+            codes[j].append(m + x)
 
     def give_up() -> bool:
         ends = stage_floors(free, num_f, num_b, num_w, f_end, b_end, t_f, t_b, t_w, t_comm,
@@ -583,8 +590,7 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             most_idle[0] = max(0.0, *idle)
         else:
             for j in range(p):
-                for _ in range(knobs.warmup[j]):
-                    put_f(j)
+                put_fs((j,) * knobs.warmup[j])
 
     # Step 2 (main step): wave i = one F per stage down the pipeline, then B of
     # microbatch i up the pipeline.
@@ -594,10 +600,10 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     try:
         warm_up()
         if not any(b_first):
-            done = _waves(p, m, num_f, put_f, put_b,
+            done = _waves(p, m, put_fs, put_bs,
                           give_up if math.isfinite(incumbent) else None)
         else:
-            done = _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b,
+            done = _waves_b_first(p, m, b_first, num_f, num_b, put_fs, put_bs,
                                   give_up if math.isfinite(incumbent) else None)
     except _CannotWin:
         done = False
@@ -623,26 +629,25 @@ class _CannotWin(Exception):
     """A stage of the build has idled so long that its span alone loses (`idle_cap`)."""
 
 
-def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],
-           put_b: Callable[[int], None], give_up: Callable[[], bool] | None) -> bool:
+def _waves(p: int, m: int, put_fs: Callable[[Iterable[int]], None],
+           put_bs: Callable[[Iterable[int]], None],
+           give_up: Callable[[], bool] | None) -> bool:
     """The main step's 1F1B waves: wave i places one F per stage down the pipeline (each
-    F's input is then already timed), then the B of microbatch i up the pipeline. False
-    when `give_up` said so at a checkpoint."""
+    F's input is then already timed; stages with no F left skip it), then the B of
+    microbatch i up the pipeline. False when `give_up` said so at a checkpoint."""
+    down, up = range(p), range(p - 1, -1, -1)
     for i in range(m):
         if give_up is not None and is_checkpoint(i, m) and give_up():
             return False
         if i > 0:
-            for j in range(p):
-                if num_f[j] < m:
-                    put_f(j)
-        for j in range(p - 1, -1, -1):
-            put_b(j)
+            put_fs(down)
+        put_bs(up)
     return True
 
 
 def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
-                   num_b: list[int], put_f: Callable[[int], None],
-                   put_b: Callable[[int], None],
+                   num_b: list[int], put_fs: Callable[[Iterable[int]], None],
+                   put_bs: Callable[[Iterable[int]], None],
                    give_up: Callable[[], bool] | None) -> bool | None:
     """The main step where some stages take B before F in each wave; None if stuck,
     False when `give_up` said so at a checkpoint.
@@ -669,12 +674,12 @@ def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
                     if todo[j][0] == "F":
                         if j > 0 and num_f[j - 1] <= num_f[j]:
                             break
-                        put_f(j)
+                        put_fs((j,))
                     else:
                         x = num_b[j]
                         if (num_f[j] if j == p - 1 else num_b[j + 1]) <= x:
                             break
-                        put_b(j)
+                        put_bs((j,))
                     todo[j].pop(0)
                     left -= 1
             if left == placed:  # no stage could move: this knob deadlocks here
