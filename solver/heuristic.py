@@ -474,9 +474,11 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
         # of at least `fill` of a W (it delays the op, but idles the rank less).
         past_last_f = num_f[j] == m
-        backlog_fits = past_last_f and \
-            (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
-        threshold = _threshold(fill, cooldown, j, past_last_f, backlog_fits)
+        if past_last_f:
+            backlog_fits = (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
+            threshold = _threshold(fill, cooldown, j, past_last_f, backlog_fits)
+        else:  # (the common case, without a call)
+            backlog_fits, threshold = False, fill
         t = t_w[j]
         x, owed, clock, row = num_w[j], num_b[j], free[j], codes[j]
         while x < owed:
