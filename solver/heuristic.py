@@ -74,6 +74,14 @@ class Decisions:
     main: list[tuple[Decision, bool]] = dataclasses.field(default_factory=list)
     cooldown: list[tuple[Decision, bool]] = dataclasses.field(default_factory=list)
 
+    def add(self, seen: Decision, stop: bool) -> None:
+        """Record a decision (stage 0 past its last F runs every W: nothing to record)."""
+        stage, past_last_f = seen[0], seen[1]
+        if not past_last_f:
+            self.main.append((seen, stop))
+        elif stage > 0:
+            self.cooldown.append((seen, stop))
+
     def alike(self, own: FillRule, rule: FillRule) -> bool:
         """Whether `rule` decides each of them as `own` did."""
         # Before a stage's last F the threshold is the fill: two rules with balance and
@@ -465,24 +473,19 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     codes: list[list[int]] = [[] for _ in range(p)]
     decisions = Decisions() if record else None
 
-    w_code = 2 * m  # the code of W(j, 0)
-
     def run_w(j: int) -> None:
         x = num_w[j]
         free[j] += t_w[j]
         mem[j] -= m_w[j]
         num_w[j] = x + 1
-        codes[j].append(w_code + x)
+        codes[j].append(2 * m + x)
 
     def fill_gap(j: int, ready: float) -> None:
         # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
         # of at least `fill` of a W (it delays the op, but idles the rank less).
-        past_last_f = num_f[j] == m
-        if past_last_f:
-            backlog_fits = (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
-            threshold = _threshold(fill, cooldown, j, past_last_f, backlog_fits)
-        else:  # (the common case, without a call)
-            backlog_fits, threshold = False, fill
+        past_last_f = num_f[j] == m  # then the cool-down rule sets the threshold
+        backlog_fits = past_last_f and (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
+        threshold = _threshold(fill, cooldown, j, True, backlog_fits) if past_last_f else fill
         t = t_w[j]
         x, owed, clock, row = num_w[j], num_b[j], free[j], codes[j]
         while x < owed:
@@ -492,14 +495,13 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             if gap < t - _EPS:  # the W would overrun the gap: a decision (`_stops`)
                 slack = most_idle[0] - idle[j]
                 stop = gap <= slack if balance and threshold > 0.0 else gap < threshold * t
-                if decisions is not None and (j > 0 or not past_last_f):
-                    (decisions.cooldown if past_last_f else decisions.main).append(
-                        ((j, past_last_f, backlog_fits, gap, t, slack), stop))
+                if decisions is not None:
+                    decisions.add((j, past_last_f, backlog_fits, gap, t, slack), stop)
                 if stop:
                     break
             clock += t  # run_w, inlined: this loop is most of a build's W fill
             mem[j] -= m_w[j]
-            row.append(w_code + x)
+            row.append(2 * m + x)
             x += 1
         num_w[j], free[j] = x, clock
 
@@ -519,10 +521,8 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         if mem[j] + need > limit[j] + _EPS:
             over[0] = True
 
-    # The hot path (every op): the helpers are called only when they have work to do,
-    # and a call places a whole wave's ops (a call per op was a third of a build).
-    def put_fs(stages: Iterable[int]) -> None:
-        """The next F on each of `stages` in turn (on those with Fs left)."""
+    # The hot path: helpers are called only with work to do, put_* once per wave's stages.
+    def put_fs(stages: Iterable[int]) -> None:  # the next F of each stage with Fs left
         for j in stages:
             x = num_f[j]
             if x == m:
@@ -534,21 +534,17 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             if ready - clock > _EPS and x > 0 and num_w[j] < num_b[j]:
                 fill_gap(j, ready)
                 clock = free[j]
-            if clock >= ready:
-                start = clock
-            else:
-                start = ready
-                if x > 0:
-                    wait(j, start)
+            start = clock if clock > ready else ready
             if x == 0:
                 first[j] = start
+            elif start > clock:
+                wait(j, start)
             free[j] = f_end[j][x] = start + t_f[j]
             mem[j] += m_b[j]
             num_f[j] = x + 1
             codes[j].append(x)
 
-    def put_bs(stages: Iterable[int]) -> None:
-        """The next B (or BW) on each of `stages` in turn."""
+    def put_bs(stages: Iterable[int]) -> None:  # the next B (or BW) of each stage
         for j in stages:
             x = num_b[j]
             ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
@@ -567,10 +563,8 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             if ready - clock > _EPS and num_w[j] < x:
                 fill_gap(j, ready)
                 clock = free[j]
-            if clock >= ready:
-                start = clock
-            else:
-                start = ready
+            start = clock if clock > ready else ready
+            if start > clock:
                 wait(j, start)
             free[j] = b_end[j][x] = start + t_b[j]
             mem[j] += m_w[j] - m_b[j]
@@ -578,22 +572,15 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             codes[j].append(m + x)
 
     def give_up() -> bool:
-        ends = stage_floors(free, num_f, num_b, num_w, f_end, b_end, t_f, t_b, t_w, t_comm,
-                            fused)
+        ends = stage_floors(free, num_f, num_b, num_w, f_end, b_end, t_f, t_b, t_w, t_comm, fused)
         return cannot_win(ends, first, objective, incumbent)
 
     def warm_up() -> None:  # step 1: stage by stage, so each F's input is already timed
         if forwards is not None and forwards.covers(knobs.warmup):
-            for j, count in enumerate(knobs.warmup):  # as put_f would place them
-                f_end[j][:count] = forwards.f_end[j][:count]
-                free[j], first[j] = forwards.f_end[j][count - 1], forwards.first[j]
-                idle[j], mem[j] = forwards.idle[j][count - 1], forwards.held[j][count - 1]
-                num_f[j] = count
-                codes[j].extend(range(count))
-                over[0] = over[0] or count > forwards.fits[j]
-                if busy[j] + idle[j] > cap:
-                    raise _CannotWin
+            over[0] = forwards.place(knobs.warmup, f_end, free, first, idle, mem, num_f, codes)
             most_idle[0] = max(0.0, *idle)
+            if any(b + i > cap for b, i in zip(busy, idle, strict=True)):
+                raise _CannotWin
         else:
             for j in range(p):
                 put_fs((j,) * knobs.warmup[j])
@@ -602,33 +589,29 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     # microbatch i up the pipeline.
     b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
                for j in range(p)]
-    done: bool | None
+    stop = give_up if math.isfinite(incumbent) else None
     try:
         warm_up()
-        if not any(b_first):
-            done = _waves(p, m, put_fs, put_bs,
-                          give_up if math.isfinite(incumbent) else None)
-        else:
-            done = _waves_b_first(p, m, b_first, num_f, num_b, put_fs, put_bs,
-                                  give_up if math.isfinite(incumbent) else None)
+        done = _waves(p, m, put_fs, put_bs, stop) if not any(b_first) else \
+            _waves_b_first(p, m, b_first, num_f, num_b, put_fs, put_bs, stop)
     except _CannotWin:
         done = False
-    if done is None:
-        return Build(math.inf, math.inf, "zb-heuristic (stuck)", knobs=knobs,
-                     decisions=decisions)
     if not done:
-        return Build(math.inf, math.inf, "zb-heuristic (cannot win)", knobs=knobs,
-                     decisions=decisions)
+        return _lost("stuck" if done is None else "cannot win", knobs, decisions)
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
             run_w(j)
     if over[0]:
-        return Build(math.inf, math.inf, "zb-heuristic (over the memory limit)", knobs=knobs,
-                     decisions=decisions)
+        return _lost("over the memory limit", knobs, decisions)
     cost = max(free[j] - first[j] for j in range(p))
     return Build(cost, max(free) - min(first), "zb-heuristic", codes=codes,
                  num_microbatches=m, decisions=decisions, knobs=knobs)
+
+
+def _lost(why: str, knobs: Knobs, decisions: Decisions | None) -> Build:
+    """A build that is no candidate, and why."""
+    return Build(math.inf, math.inf, f"zb-heuristic ({why})", knobs=knobs, decisions=decisions)
 
 
 class _CannotWin(Exception):
