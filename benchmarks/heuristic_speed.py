@@ -3,7 +3,8 @@
 Run: ``python -m benchmarks.heuristic_speed [--reference DIR] [--repeat N] [--out DIR]``.
 
 For every paper profile (``gpt*``) at 1p and 2p memory, and for p=32, m=256 and p=64,
-m=256 (the 28.3B stage times, 1p), it times, interleaved and best of N:
+m=256 (the 28.3B stage times, 1p), it times, interleaved (the columns take turns) and
+best of N or more (as many runs as fill `MIN_TOTAL_S` per column):
 
 - ``ours``: `solver.solve.solve(profile)`, the whole default solve (the knob search, the
   paper's algorithm as a candidate, the local search, the final simulation and the
@@ -36,6 +37,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -119,17 +121,35 @@ class Reference:
         return sim.metrics.cost
 
 
-def _best_of(fn: Callable[[Any], Any], repeat: int,
-             setup: Callable[[], Any] = lambda: None) -> tuple[float, Any]:
-    """The least time of `repeat` calls of ``fn(setup())`` (setup not timed), and the
-    last value."""
-    best, value = math.inf, None
-    for _ in range(repeat):
-        given = setup()
-        began = time.perf_counter()
-        value = fn(given)
-        best = min(best, time.perf_counter() - began)
-    return best, value
+def _given(value: Any) -> Any:
+    """A setup that only hands `value` over (nothing to prepare, nothing cached)."""
+    return value
+
+
+MIN_TOTAL_S = 0.25
+"""Each column of a row runs at least this long in all: a p=8 solve takes a few
+milliseconds, and the best of 5 of those swings with the machine's load."""
+
+
+def _best_of_interleaved(columns: list[tuple[Callable[[Any], Any], Callable[[], Any]]],
+                         repeat: int) -> list[tuple[float, Any]]:
+    """For each column ``(fn, setup)``, the least time of its calls of ``fn(setup())``
+    (setup not timed) and its last value. The columns take turns, one call each per
+    round, so the machine's load falls on all alike; the rounds go on until each column
+    ran at least `repeat` times and `MIN_TOTAL_S` in all."""
+    best = [math.inf] * len(columns)
+    total = [0.0] * len(columns)
+    values: list[Any] = [None] * len(columns)
+    rounds = 0
+    while rounds < repeat or min(total) < MIN_TOTAL_S:
+        for k, (fn, setup) in enumerate(columns):
+            given = setup()
+            began = time.perf_counter()
+            values[k] = fn(given)
+            took = time.perf_counter() - began
+            best[k], total[k] = min(best[k], took), total[k] + took
+        rounds += 1
+    return list(zip(best, values, strict=True))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,15 +173,17 @@ def main(argv: list[str] | None = None) -> int:
         profile = parse_profile(data)
         # Interleaved, so that the machine's load falls on all columns alike. Each of our
         # solves starts cold (`_cold`), as the reference's runs do.
-        ours_s, schedule = _best_of(solve, args.repeat, lambda data=data: _cold(data))
-        paper_s, paper = _best_of(lambda _, profile=profile: paper_zb(profile.problem),
-                                  args.repeat)
+        columns: list[tuple[Callable[[Any], Any], Callable[[], Any]]] = [
+            (solve, partial(_cold, data)), (paper_zb, partial(_given, profile.problem))]
+        if ref:
+            columns.append((ref.run, partial(_given, profile)))
+        timed = _best_of_interleaved(columns, args.repeat)
+        (ours_s, schedule), (paper_s, paper) = timed[0], timed[1]
         cost = schedule.metrics.cost
         row = (f"| {label} | {ours_s:.3f} | {paper_s:.3f} | {cost:.1f} | "
                f"{paper.cost:.1f} |" if paper else "- |")
         if ref:
-            ref_s, result = _best_of(lambda _, profile=profile: ref.run(profile),
-                                     args.repeat)
+            ref_s, result = timed[2]
             ratios.append(ours_s / ref_s)
             row += f" {ref_s:.3f} | {ref.cost(profile, result):.1f} | {ours_s / ref_s:.2f} |"
         print(row, flush=True)
@@ -169,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     notes = [
         "",
-        f"Seconds are the best of {args.repeat} runs, measured side by side (interleaved) "
-        "in one run of `python -m benchmarks.heuristic_speed"
+        f"Seconds are the best of at least {args.repeat} runs (and of as many as fill "
+        f"{MIN_TOTAL_S:g} s per column), measured side by side (the columns take turns, one "
+        "run each) in one run of `python -m benchmarks.heuristic_speed"
         + (" --reference DIR`" if ref else "`") + f" on {platform.processor() or 'cpu'}, "
         f"{os.cpu_count()} cores, load average {load_before[0]:.2f} before and "
         f"{load_after[0]:.2f} after. Costs are our simulator's (the reference's orders "

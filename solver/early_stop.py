@@ -18,6 +18,8 @@ from solver.profile import Problem
 
 MARGIN = 1e-9
 """How much better than the incumbent a build must be to replace it."""
+ROUNDING = 1e-9
+"""Relative slack of `idle_cap`: far above the rounding of a stage's sums of op times."""
 
 
 def is_checkpoint(wave: int, num_waves: int) -> bool:
@@ -86,6 +88,21 @@ def cannot_win(ends: Sequence[float], first: Sequence[float], objective: str,
     else:
         value = max([end - start for end, start in zip(ends, first, strict=True)])
     return value >= incumbent - MARGIN / 2
+
+
+def idle_cap(incumbent: float) -> float:
+    """The op time plus idle time of one stage past which a single-chunk build cannot
+    beat `incumbent` (by cost, nor by makespan, which is at least the cost).
+
+    A stage's span is its op time plus the time it idles between its first op and its
+    last, so once one stage has idled that much, finishing the build cannot change the
+    answer. Unlike `stage_floors` this needs no pass over the stages: a build checks it
+    whenever a stage idles, and gives up at that op rather than at the next checkpoint
+    (issue 11: the warm-up refinement's losing builds idle too long half-way, and the
+    checkpoints saw it only at two thirds of their waves). The slack is relative, so the
+    rounding of the two sums never makes a build give up that would have been kept.
+    """
+    return incumbent + ROUNDING * abs(incumbent) + MARGIN
 
 
 def warm_up_floor(problem: Problem, warmup: Sequence[int]) -> float:

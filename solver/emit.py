@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
+from solver.lanes import has_policy_ops
 from solver.ops import FBOp, Op, lane_of, policy_of
 from solver.profile import Profile
 from solver.schedule import (
@@ -59,15 +60,20 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
     best_bound = metrics.lower_bound
     # DESIGN.md 6.3: O/L name their copy lane and a non-keep activation's ops its policy;
     # a keep-only schedule gets neither field, so its JSON is section 4's exactly.
-    policy = policy_of(sim.order)
-    copy_lanes = profile.copy_lanes
-    ranks = [[scheduled_op(op, start, end,
-                           cast(Lane, lane_of(op.kind, copy_lanes))
-                           if op.kind in ("O", "L") else None,
-                           cast(Policy | None, policy.get((op.stage, op.microbatch)))
-                           if policy else None)
-              for op, start, end in zip(ops, sim.start[r], sim.end[r], strict=True)]
-             for r, ops in enumerate(sim.order)]
+    if not has_policy_ops(sim.order):  # no lane, no policy: the common case, per op
+        ranks = [[scheduled_op(op, start, end)
+                  for op, start, end in zip(ops, sim.start[r], sim.end[r], strict=True)]
+                 for r, ops in enumerate(sim.order)]
+    else:
+        policy = policy_of(sim.order)
+        copy_lanes = profile.copy_lanes
+        ranks = [[scheduled_op(op, start, end,
+                               cast(Lane, lane_of(op.kind, copy_lanes))
+                               if op.kind in ("O", "L") else None,
+                               cast(Policy | None, policy.get((op.stage, op.microbatch)))
+                               if policy else None)
+                  for op, start, end in zip(ops, sim.start[r], sim.end[r], strict=True)]
+                 for r, ops in enumerate(sim.order)]
     info = SolverInfo(status=status, objective=value, bound=best_bound,
                       gap=(value - best_bound) / value if value > 0 else 0.0, wall_s=wall_s)
     order = list(microbatch_order) if microbatch_order is not None and \

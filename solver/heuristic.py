@@ -25,12 +25,19 @@ import dataclasses
 import itertools
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
 from solver.bounds import lower_bound
-from solver.early_stop import MARGIN, cannot_win, is_checkpoint, stage_floors, warm_up_floor
+from solver.early_stop import (
+    MARGIN,
+    cannot_win,
+    idle_cap,
+    is_checkpoint,
+    stage_floors,
+    warm_up_floor,
+)
 from solver.errors import ProfileError
 from solver.generators import Orders
 from solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
@@ -42,15 +49,47 @@ from solver.profile import Problem
 from solver.warm_up import Forwards, forwards_only
 
 log = logging.getLogger(__name__)
+_new_tuple = tuple.__new__
 
 _EPS = 1e-9
 FILL_CHOICES = (0.2, 0.5, 1.0)
 COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST = range(3)
-# Which knobs an overrun decision of the W fill reads, by where its threshold comes from
-# (balance too, whenever the threshold is above 0).
-_READS_FILL: tuple[str, ...] = ("fill",)
-_READS_COOLDOWN: tuple[str, ...] = ("cooldown",)
-_READS_COOLDOWN_FILL: tuple[str, ...] = ("cooldown", "fill")
+FillRule = tuple[float, int, bool]
+"""The knobs the W fill's decisions read: (fill, cooldown, balance)."""
+Decision = tuple[int, bool, bool, float, float, float]
+"""What a W fill decision sees (the arguments of `_stops` after the rule)."""
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What the W fill decisions of one build saw, and how it decided each.
+
+    Attributes:
+        main: (what it saw, whether it stopped) at each decision of a stage before its
+            last F, which reads the fill and balance knobs only.
+        cooldown: the same past a stage's last F (stages after the first: stage 0 then
+            runs every W, whatever the knobs).
+    """
+
+    main: list[tuple[Decision, bool]] = dataclasses.field(default_factory=list)
+    cooldown: list[tuple[Decision, bool]] = dataclasses.field(default_factory=list)
+
+    def add(self, seen: Decision, stop: bool) -> None:
+        """Record a decision (stage 0 past its last F runs every W: nothing to record)."""
+        stage, past_last_f = seen[0], seen[1]
+        if not past_last_f:
+            self.main.append((seen, stop))
+        elif stage > 0:
+            self.cooldown.append((seen, stop))
+
+    def alike(self, own: FillRule, rule: FillRule) -> bool:
+        """Whether `rule` decides each of them as `own` did."""
+        # Before a stage's last F the threshold is the fill: two rules with balance and
+        # fills above 0 decide alike, and so do two with the same fill and balance.
+        main_alike = (own[2] and rule[2] and own[0] > 0.0 and rule[0] > 0.0) \
+            or (own[0], own[2]) == (rule[0], rule[2])
+        return (main_alike or all(_stops(rule, *seen) == stop for seen, stop in self.main)) \
+            and all(_stops(rule, *seen) == stop for seen, stop in self.cooldown)
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
 
@@ -95,9 +134,19 @@ class Build:
     num_microbatches: int = 0
     knobs: Knobs | None = None
     """The knobs of a knob search build (None for the other candidates)."""
-    reads: frozenset[str] = frozenset()
-    """The knobs (`Knobs` field names) its decisions depended on, up to where it ended
-    or gave up: knobs that differ only in others build it again, op for op."""
+    decisions: Decisions | None = None
+    """What each W fill decision of the build saw, up to where it ended or gave up
+    (None: not recorded): see `decides_alike`."""
+
+    def decides_alike(self, rule: FillRule) -> bool:
+        """Whether knobs that differ from this build's only in taking the W fill `rule`
+        build it again, op for op: at each of its decisions the rule decides as its own
+        did (and then a build with them ends or gives up where this one did)."""
+        assert self.knobs is not None
+        own = (self.knobs.fill, self.knobs.cooldown, self.knobs.balance)
+        if rule == own:
+            return True
+        return self.decisions is not None and self.decisions.alike(own, rule)
 
     @cached_property
     def orders(self) -> Orders:
@@ -106,7 +155,10 @@ class Build:
         assert self.codes is not None
         m = self.num_microbatches
         kinds: tuple[Kind, ...] = ("F", "B", "W", "BW")
-        return [[Op(kinds[c // m], j, c % m) for c in row] for j, row in enumerate(self.codes)]
+        # tuple.__new__: what Op(...) does, without its Python-level __new__ (a third of
+        # the time, for every op of the winner).
+        return [[_new_tuple(Op, (kinds[c // m], j, c % m)) for c in row]
+                for j, row in enumerate(self.codes)]
 
     def objective(self, name: str) -> float:
         return self.makespan if name == "makespan" else self.cost
@@ -126,7 +178,7 @@ def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
     skipped once the best meets it. The lowest objective wins (ties: the first found).
     Two shortcuts leave the answer unchanged: a build (or paper run, or fallback) gives
     up once it provably cannot beat the best so far (`solver.early_stop`), and knobs
-    that would repeat a done build op for op (`Build.reads`) are not built.
+    that would repeat a done build op for op (`Build.decides_alike`) are not built.
 
     Raises:
         ProfileError: for more than one chunk per rank (the heuristic is single-chunk).
@@ -174,9 +226,9 @@ class _Search:
         self.best: Build | None = None
         self.best_knobs = Knobs((), FILL_CHOICES[0])
         self.caps = memory_caps(problem)
-        # Builds done, by the knobs no decision records (warm-up, B first, fused): their
-        # knobs and the knobs their decisions read.
-        self.done: dict[tuple, list[tuple[Knobs, frozenset[str]]]] = {}
+        # Builds done, by the knobs no decision records (warm-up, B first, fused).
+        self.done: dict[tuple, list[Build]] = {}
+        self.recording = True  # whether builds record their decisions (`try_knobs`)
         self.forwards = forwards_only(problem, min(problem.num_microbatches, max(self.caps)))
 
     @property
@@ -193,16 +245,19 @@ class _Search:
         return False
 
     def try_knobs(self, knobs: Knobs) -> bool:
-        # A copy of a build done before (the knobs differ only in ones it never read)
-        # would end as that one did: refused, or given up. Not built again.
+        # A copy of a build done before (its fill rule decides alike at every decision
+        # that build made) would end as that one did: refused, or given up. Not built.
         same = self.done.setdefault((knobs.warmup, knobs.b_first_when_capped, knobs.fused),
                                     [])
-        if any(all(getattr(knobs, name) == getattr(seen, name) for name in reads)
-               for seen, reads in same):
+        rule = (knobs.fill, knobs.cooldown, knobs.balance)
+        if any(seen.decides_alike(rule) for seen in same):
             return False
         # A build that cannot beat the incumbent stops early: offer() would refuse it.
-        built = build(self.problem, knobs, self.value, self.objective, self.forwards)
-        same.append((knobs, built.reads))
+        # Only the first phases try other fill rules on a warm-up already built: their
+        # builds record their decisions.
+        built = build(self.problem, knobs, self.value, self.objective, self.forwards,
+                      record=self.recording)
+        same.append(built)
         return self.offer(built, knobs)
 
     def warmup_families(self) -> None:
@@ -230,6 +285,7 @@ class _Search:
         """Coordinate descent on the per-stage warm-up counts, within a budget of ops
         built so that the answer does not depend on the machine's speed."""
         problem = self.problem
+        self.recording = False  # from here on each warm-up is built with one fill rule
         budget = REFINE_BUDGET_OPS // (3 * problem.num_stages * problem.num_microbatches)
         improved = True
         while improved and budget > 0:
@@ -357,13 +413,44 @@ def _first_b_fit(problem: Problem, caps: list[int], cover: bool) -> list[int]:
     return counts
 
 
+def _threshold(fill: float, cooldown: int, stage: int, past_last_f: bool,
+               backlog_fits: bool) -> float:
+    """The least gap, in Ws, into which the fill runs a W that overruns it."""
+    if not past_last_f:
+        return fill
+    # Past its last F, stage 0 feeds no one: idling is never better than a W. A later
+    # stage started later, so Ws it leaves to the end cost it nothing up to that head
+    # start; meanwhile it may keep its Bs flowing to stage 0.
+    if stage == 0:
+        return 0.0
+    if cooldown == COOLDOWN_B_FIRST:
+        return 1.0
+    if cooldown == COOLDOWN_HEAD_START:
+        return 1.0 if backlog_fits else 0.0
+    return fill
+
+
+def _stops(rule: FillRule, stage: int, past_last_f: bool, backlog_fits: bool, gap: float,
+           t_w: float, idle_slack: float) -> bool:
+    """Whether the fill leaves a gap idle rather than overrun it with a W: with balance,
+    when idling keeps this stage no more idle than the most idle one (`idle_slack`: how
+    far it is behind that one)."""
+    fill, cooldown, balance = rule
+    threshold = _threshold(fill, cooldown, stage, past_last_f, backlog_fits)
+    if balance and threshold > 0.0:
+        return gap <= idle_slack
+    return gap < threshold * t_w
+
+
 def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
-          objective: str = "cost", forwards: Forwards | None = None) -> Build:
+          objective: str = "cost", forwards: Forwards | None = None,
+          record: bool = False) -> Build:
     """Run the heuristic once with fixed knobs; see the module docstring for the steps.
 
     With a finite `incumbent`, the build gives up (cost and makespan infinite) as soon as
     its `objective` provably cannot beat it (`solver.early_stop`). With `forwards` (the
-    problem's), the warm-up is copied from it rather than placed op by op.
+    problem's), the warm-up is copied from it rather than placed op by op. With
+    `record`, the build keeps what its W fill decisions saw (`Build.decides_alike`).
     """
     p, m = problem.num_ranks, problem.num_microbatches
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
@@ -371,7 +458,10 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     limit = problem.memory_limit
     fill, cooldown, balance = knobs.fill, knobs.cooldown, knobs.balance
     fused = knobs.fused or (False,) * p
+    grows = [w > b for w, b in zip(m_w, m_b, strict=True)]  # a B adds memory (6.1)
     idle = [0.0] * p  # per stage, idle time since its first F
+    busy = [m * (t_f[j] + t_b[j] + t_w[j]) for j in range(p)]  # per stage, its op time
+    cap = idle_cap(incumbent)
     most_idle = [0.0]  # the largest of `idle`, kept as it only grows
     free = [0.0] * p
     first = [0.0] * p
@@ -381,7 +471,7 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     b_end = [[0.0] * m for _ in range(p)]
     # Ops as ints (kind * m + microbatch; kinds F, B, W = 0, 1, 2) until the end.
     codes: list[list[int]] = [[] for _ in range(p)]
-    reads: set[str] = set()  # the knobs a decision of this build depended on
+    decisions = Decisions() if record else None
 
     def run_w(j: int) -> None:
         x = num_w[j]
@@ -393,38 +483,34 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     def fill_gap(j: int, ready: float) -> None:
         # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
         # of at least `fill` of a W (it delays the op, but idles the rank less).
-        threshold, knobs_read = fill, _READS_FILL
-        if num_f[j] == m:
-            # Past its last F, stage 0 feeds no one: idling is never better than a W.
-            # A later stage started later, so Ws it leaves to the end cost it nothing up
-            # to that head start; meanwhile it may keep its Bs flowing to stage 0.
-            knobs_read = _READS_COOLDOWN_FILL
-            if j == 0:
-                threshold, knobs_read = 0.0, ()
-            elif cooldown == COOLDOWN_B_FIRST:
-                threshold, knobs_read = 1.0, _READS_COOLDOWN
-            elif cooldown == COOLDOWN_HEAD_START:
-                backlog_fits = (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
-                threshold, knobs_read = (1.0 if backlog_fits else 0.0), _READS_COOLDOWN
-        while num_w[j] < num_b[j]:
-            gap = ready - free[j]
+        past_last_f = num_f[j] == m  # then the cool-down rule sets the threshold
+        backlog_fits = past_last_f and (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
+        threshold = _threshold(fill, cooldown, j, True, backlog_fits) if past_last_f else fill
+        t = t_w[j]
+        x, owed, clock, row = num_w[j], num_b[j], free[j], codes[j]
+        while x < owed:
+            gap = ready - clock
             if gap <= _EPS:
-                return
-            if gap < t_w[j] - _EPS:  # the W would overrun the gap: a decision
-                reads.update(knobs_read)
-                if threshold > 0.0:
-                    reads.add("balance")
-                if balance and threshold > 0.0:
-                    if gap <= most_idle[0] - idle[j]:
-                        return
-                elif gap < threshold * t_w[j]:
-                    return
-            run_w(j)
+                break
+            if gap < t - _EPS:  # the W would overrun the gap: a decision (`_stops`)
+                slack = most_idle[0] - idle[j]
+                stop = gap <= slack if balance and threshold > 0.0 else gap < threshold * t
+                if decisions is not None:
+                    decisions.add((j, past_last_f, backlog_fits, gap, t, slack), stop)
+                if stop:
+                    break
+            clock += t  # run_w, inlined: this loop is most of a build's W fill
+            mem[j] -= m_w[j]
+            row.append(2 * m + x)
+            x += 1
+        num_w[j], free[j] = x, clock
 
     def wait(j: int, start: float) -> None:  # the rank idles until `start`
         idle[j] += start - free[j]
         if idle[j] > most_idle[0]:
             most_idle[0] = idle[j]
+        if busy[j] + idle[j] > cap:  # this stage's span alone loses (`idle_cap`)
+            raise _CannotWin
 
     over = [False]  # some op broke the memory limit: the build is not a candidate
 
@@ -435,115 +521,122 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
         if mem[j] + need > limit[j] + _EPS:
             over[0] = True
 
-    # The hot path (every op): the helpers are called only when they have work to do.
-    def put_f(j: int) -> None:
-        x = num_f[j]
-        ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
-        if mem[j] + m_b[j] > limit[j] + _EPS:
-            make_room(j, m_b[j])  # the F would break the memory limit
-        if x > 0 and num_w[j] < num_b[j] and ready - free[j] > _EPS:
-            fill_gap(j, ready)
-        start = free[j] if free[j] > ready else ready
-        if x == 0:
-            first[j] = start
-        elif start > free[j]:
-            wait(j, start)
-        free[j] = f_end[j][x] = start + t_f[j]
-        mem[j] += m_b[j]
-        num_f[j] = x + 1
-        codes[j].append(x)
-
-    def put_b(j: int) -> None:
-        x = num_b[j]
-        ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
-        if fused[j]:  # BW: frees m_b at its end, owes no W
-            start = free[j] if free[j] > ready else ready
-            if start > free[j]:
+    # The hot path: helpers are called only with work to do, put_* once per wave's stages.
+    def put_fs(stages: Iterable[int]) -> None:  # the next F of each stage with Fs left
+        for j in stages:
+            x = num_f[j]
+            if x == m:
+                continue
+            ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
+            if mem[j] + m_b[j] > limit[j] + _EPS:
+                make_room(j, m_b[j])  # the F would break the memory limit
+            clock = free[j]
+            if ready - clock > _EPS and x > 0 and num_w[j] < num_b[j]:
+                fill_gap(j, ready)
+                clock = free[j]
+            start = clock if clock > ready else ready
+            if x == 0:
+                first[j] = start
+            elif start > clock:
                 wait(j, start)
-            free[j] = b_end[j][x] = start + t_b[j] + t_w[j]
-            mem[j] -= m_b[j]
-            num_b[j] = num_w[j] = x + 1
-            codes[j].append(3 * m + x)
-            return
-        if m_w[j] > m_b[j]:
-            make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
-        if num_w[j] < num_b[j] and ready - free[j] > _EPS:
-            fill_gap(j, ready)
-        start = free[j] if free[j] > ready else ready
-        if start > free[j]:
-            wait(j, start)
-        free[j] = b_end[j][x] = start + t_b[j]
-        mem[j] += m_w[j] - m_b[j]
-        num_b[j] = x + 1
-        codes[j].append(m + x)
+            free[j] = f_end[j][x] = start + t_f[j]
+            mem[j] += m_b[j]
+            num_f[j] = x + 1
+            codes[j].append(x)
+
+    def put_bs(stages: Iterable[int]) -> None:  # the next B (or BW) of each stage
+        for j in stages:
+            x = num_b[j]
+            ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
+            if fused[j]:  # BW: frees m_b at its end, owes no W
+                start = free[j] if free[j] > ready else ready
+                if start > free[j]:
+                    wait(j, start)
+                free[j] = b_end[j][x] = start + t_b[j] + t_w[j]
+                mem[j] -= m_b[j]
+                num_b[j] = num_w[j] = x + 1
+                codes[j].append(3 * m + x)
+                continue
+            if grows[j]:
+                make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
+            clock = free[j]
+            if ready - clock > _EPS and num_w[j] < x:
+                fill_gap(j, ready)
+                clock = free[j]
+            start = clock if clock > ready else ready
+            if start > clock:
+                wait(j, start)
+            free[j] = b_end[j][x] = start + t_b[j]
+            mem[j] += m_w[j] - m_b[j]
+            num_b[j] = x + 1
+            codes[j].append(m + x)
 
     def give_up() -> bool:
-        ends = stage_floors(free, num_f, num_b, num_w, f_end, b_end, t_f, t_b, t_w, t_comm,
-                            fused)
+        ends = stage_floors(free, num_f, num_b, num_w, f_end, b_end, t_f, t_b, t_w, t_comm, fused)
         return cannot_win(ends, first, objective, incumbent)
 
-    # Step 1 (warm-up): stage by stage, so each F's input is already timed.
-    if forwards is not None and forwards.covers(knobs.warmup):
-        for j, count in enumerate(knobs.warmup):  # as put_f would place them
-            f_end[j][:count] = forwards.f_end[j][:count]
-            free[j], first[j] = forwards.f_end[j][count - 1], forwards.first[j]
-            idle[j], mem[j] = forwards.idle[j][count - 1], forwards.held[j][count - 1]
-            num_f[j] = count
-            codes[j].extend(range(count))
-            over[0] = over[0] or count > forwards.fits[j]
-        most_idle[0] = max(0.0, *idle)
-    else:
-        for j in range(p):
-            for _ in range(knobs.warmup[j]):
-                put_f(j)
+    def warm_up() -> None:  # step 1: stage by stage, so each F's input is already timed
+        if forwards is not None and forwards.covers(knobs.warmup):
+            over[0] = forwards.place(knobs.warmup, f_end, free, first, idle, mem, num_f, codes)
+            most_idle[0] = max(0.0, *idle)
+            if any(b + i > cap for b, i in zip(busy, idle, strict=True)):
+                raise _CannotWin
+        else:
+            for j in range(p):
+                put_fs((j,) * knobs.warmup[j])
+
     # Step 2 (main step): wave i = one F per stage down the pipeline, then B of
     # microbatch i up the pipeline.
     b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
                for j in range(p)]
-    done: bool | None
-    if not any(b_first):
-        done = _waves(p, m, num_f, put_f, put_b, give_up if math.isfinite(incumbent) else None)
-    else:
-        done = _waves_b_first(p, m, b_first, num_f, num_b, put_f, put_b,
-                              give_up if math.isfinite(incumbent) else None)
-        if done is None:
-            return Build(math.inf, math.inf, "zb-heuristic (stuck)", knobs=knobs,
-                         reads=frozenset(reads))
+    stop = give_up if math.isfinite(incumbent) else None
+    try:
+        warm_up()
+        done = _waves(p, m, put_fs, put_bs, stop) if not any(b_first) else \
+            _waves_b_first(p, m, b_first, num_f, num_b, put_fs, put_bs, stop)
+    except _CannotWin:
+        done = False
     if not done:
-        return Build(math.inf, math.inf, "zb-heuristic (cannot win)", knobs=knobs,
-                     reads=frozenset(reads))
+        return _lost("stuck" if done is None else "cannot win", knobs, decisions)
     # Step 3 (cool-down): the Ws still owed.
     for j in range(p):
         while num_w[j] < m:
             run_w(j)
     if over[0]:
-        return Build(math.inf, math.inf, "zb-heuristic (over the memory limit)", knobs=knobs,
-                     reads=frozenset(reads))
+        return _lost("over the memory limit", knobs, decisions)
     cost = max(free[j] - first[j] for j in range(p))
     return Build(cost, max(free) - min(first), "zb-heuristic", codes=codes,
-                 num_microbatches=m, reads=frozenset(reads), knobs=knobs)
+                 num_microbatches=m, decisions=decisions, knobs=knobs)
 
 
-def _waves(p: int, m: int, num_f: list[int], put_f: Callable[[int], None],
-           put_b: Callable[[int], None], give_up: Callable[[], bool] | None) -> bool:
+def _lost(why: str, knobs: Knobs, decisions: Decisions | None) -> Build:
+    """A build that is no candidate, and why."""
+    return Build(math.inf, math.inf, f"zb-heuristic ({why})", knobs=knobs, decisions=decisions)
+
+
+class _CannotWin(Exception):
+    """A stage of the build has idled so long that its span alone loses (`idle_cap`)."""
+
+
+def _waves(p: int, m: int, put_fs: Callable[[Iterable[int]], None],
+           put_bs: Callable[[Iterable[int]], None],
+           give_up: Callable[[], bool] | None) -> bool:
     """The main step's 1F1B waves: wave i places one F per stage down the pipeline (each
-    F's input is then already timed), then the B of microbatch i up the pipeline. False
-    when `give_up` said so at a checkpoint."""
+    F's input is then already timed; stages with no F left skip it), then the B of
+    microbatch i up the pipeline. False when `give_up` said so at a checkpoint."""
+    down, up = range(p), range(p - 1, -1, -1)
     for i in range(m):
         if give_up is not None and is_checkpoint(i, m) and give_up():
             return False
         if i > 0:
-            for j in range(p):
-                if num_f[j] < m:
-                    put_f(j)
-        for j in range(p - 1, -1, -1):
-            put_b(j)
+            put_fs(down)
+        put_bs(up)
     return True
 
 
 def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
-                   num_b: list[int], put_f: Callable[[int], None],
-                   put_b: Callable[[int], None],
+                   num_b: list[int], put_fs: Callable[[Iterable[int]], None],
+                   put_bs: Callable[[Iterable[int]], None],
                    give_up: Callable[[], bool] | None) -> bool | None:
     """The main step where some stages take B before F in each wave; None if stuck,
     False when `give_up` said so at a checkpoint.
@@ -570,12 +663,12 @@ def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
                     if todo[j][0] == "F":
                         if j > 0 and num_f[j - 1] <= num_f[j]:
                             break
-                        put_f(j)
+                        put_fs((j,))
                     else:
                         x = num_b[j]
                         if (num_f[j] if j == p - 1 else num_b[j + 1]) <= x:
                             break
-                        put_b(j)
+                        put_bs((j,))
                     todo[j].pop(0)
                     left -= 1
             if left == placed:  # no stage could move: this knob deadlocks here

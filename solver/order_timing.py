@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from solver.early_stop import cannot_win, stage_floors
+from solver.early_stop import cannot_win, idle_cap, stage_floors
 from solver.generators import Orders
 from solver.profile import Problem
 
@@ -42,6 +42,10 @@ def time_order(problem: Problem, orders: Orders, objective: str = "cost",
     f_end = [[0.0] * m for _ in range(p)]
     b_end = [[0.0] * m for _ in range(p)]
     left, sweep = sum(map(len, rows)), 0
+    # Each rank's op time plus its idle time so far: once one passes `cap` the order
+    # cannot win (`early_stop.idle_cap`), whatever the rest of it does.
+    spent = [m * (t_f[r] + t_b[r] + t_w[r]) for r in range(p)]
+    cap = idle_cap(incumbent)
     sweep_order = list(range(p)) + list(range(p - 1, -1, -1))  # Fs flow down, Bs up
     while left:
         placed = left
@@ -68,6 +72,10 @@ def time_order(problem: Problem, orders: Orders, objective: str = "cost",
                 start = t if t > ready else ready
                 if kind == 0 and x == 0:
                     first[r] = start
+                elif start > t:
+                    spent[r] += start - t  # the rank idles
+                    if spent[r] > cap:
+                        return None
                 t = start + duration[kind][r]
                 held[r] += delta[kind][r]
                 if held[r] > limit[r] + _EPS:

@@ -38,6 +38,22 @@ class Forwards:
     fits: list[int]
     first: list[float]
 
+    def place(self, warmup: tuple[int, ...], f_end: list[list[float]], free: list[float],
+              first: list[float], idle: list[float], held: list[float], num_f: list[int],
+              codes: list[list[int]]) -> bool:
+        """Copy the first `warmup` forwards of each stage into a build's state, as the
+        build would place them (`covers` must hold); whether some stage's forwards break
+        the memory limit."""
+        over = False
+        for j, count in enumerate(warmup):
+            f_end[j][:count] = self.f_end[j][:count]
+            free[j], first[j] = self.f_end[j][count - 1], self.first[j]
+            idle[j], held[j] = self.idle[j][count - 1], self.held[j][count - 1]
+            num_f[j] = count
+            codes[j].extend(range(count))
+            over = over or count > self.fits[j]
+        return over
+
     def covers(self, warmup: tuple[int, ...]) -> bool:
         """Whether a build with these warm-up counts places a copy of these forwards."""
         depth = len(self.f_end[0])

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import solver.generators.paper as paper_module
 import solver.heuristic as heuristic_module
-from solver.early_stop import MARGIN, cannot_win, is_checkpoint, warm_up_floor
+from solver.early_stop import MARGIN, cannot_win, idle_cap, is_checkpoint, warm_up_floor
 from solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
 from solver.generators.paper import paper_candidates
 from solver.generators.zero_bubble import zb_h1, zb_h1_warmup, zb_h2, zb_h2_warmup
@@ -25,6 +26,8 @@ from solver.heuristic import (
     warmup_candidates,
     zb_heuristic,
 )
+from solver.ops import Op
+from solver.order_timing import time_order
 from solver.profile import Problem, parse_profile
 from solver.simulator import simulate
 from solver.warm_up import forwards_only
@@ -77,6 +80,49 @@ def test_a_build_that_wins_never_gives_up(seed: int) -> None:
                 assert tied.objective(objective) in (value, math.inf)
 
 
+def test_idle_cap_is_above_the_incumbent() -> None:
+    assert idle_cap(2000.0) > 2000.0 + MARGIN
+    assert idle_cap(0.0) > 0.0
+    assert idle_cap(math.inf) == math.inf
+
+
+def test_a_build_gives_up_when_a_stage_idles_too_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # With no checkpoint at all, a losing build still gives up: the stage that idles
+    # past the incumbent stops it (the refinement's losers idle half-way, issue 11).
+    # Its result is then the one the search would refuse anyway.
+    monkeypatch.setattr(heuristic_module, "is_checkpoint", lambda *args: False)
+    problem = _paper_problems()[0]
+    forwards = forwards_only(problem, min(problem.num_microbatches,
+                                          max(memory_caps(problem))))
+    best = zb_heuristic(problem)
+    assert best.knobs is not None
+    stopped = 0
+    for knobs in _knobs(problem):
+        full = build(problem, knobs, forwards=forwards)
+        against = build(problem, knobs, best.cost, forwards=forwards)
+        if math.isinf(against.cost):
+            stopped += 1
+            assert full.cost >= best.cost - MARGIN  # it could not have won
+        else:
+            assert (against.cost, against.orders) == (full.cost, full.orders)
+    assert stopped > 0
+
+
+def test_a_fixed_order_gives_up_when_a_rank_idles_too_long() -> None:
+    # Two ranks, one microbatch, a long link: rank 0 waits 200 for its B's input, so
+    # the order costs about 203. It is all timed in the first sweep, before any
+    # checkpoint; against an incumbent of 10 the idle rank alone drops it.
+    problem = parse_profile({"num_ranks": 2, "num_microbatches": 1, "t_f": 1, "t_b": 1,
+                             "t_w": 1, "t_comm": 100, "m_b": 1, "m_w": 0.5}).problem
+    orders = [[Op("F", r, 0), Op("B", r, 0), Op("W", r, 0)] for r in range(2)]
+    metrics = simulate(problem, orders).metrics
+    assert metrics is not None
+    assert time_order(problem, orders) == (metrics.cost, metrics.makespan)
+    assert time_order(problem, orders, "cost", metrics.cost + 1.01 * MARGIN) is not None
+    assert time_order(problem, orders, "cost", 10.0) is None
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_paper_runs_that_win_are_all_yielded(seed: int) -> None:
     for problem in _problems(100 + seed, 6):
@@ -115,6 +161,7 @@ def _without_early_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(heuristic_module, "cannot_win", never)
     monkeypatch.setattr(paper_module, "cannot_win", never)
     monkeypatch.setattr(heuristic_module, "warm_up_floor", lambda *args: 0.0)
+    monkeypatch.setattr(heuristic_module, "idle_cap", lambda incumbent: math.inf)
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
@@ -129,25 +176,54 @@ def test_heuristic_answers_are_those_without_early_stop(
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_knobs_a_build_never_read_build_it_again(seed: int) -> None:
-    # The search skips knobs that differ from a done build's only in knobs its decisions
-    # never read (Build.reads): such knobs build the very same orders.
-    checked = 0
+def test_knobs_whose_fill_rule_decides_alike_build_it_again(seed: int) -> None:
+    # The search skips knobs whose fill rule (fill, cooldown, balance) decides as a done
+    # build's did at each of its decisions (Build.decides_alike): they build the same
+    # orders.
+    checked = told_apart = 0
     for problem in _problems(200 + seed, 5):
         for knobs in _knobs(problem):
-            built = build(problem, knobs)
-            for other in _knobs(problem):
+            built = build(problem, knobs, record=True)
+            assert built.decides_alike((knobs.fill, knobs.cooldown, knobs.balance))
+            # (fill 0 with balance: a threshold of 0, where balance is never read)
+            for other in [*_knobs(problem), replace(knobs, fill=0.0, balance=True)]:
                 same_rest = (other.warmup, other.b_first_when_capped, other.fused) == \
                     (knobs.warmup, knobs.b_first_when_capped, knobs.fused)
-                if other == knobs or not same_rest or any(
-                        getattr(other, name) != getattr(knobs, name) for name in built.reads):
+                rule = (other.fill, other.cooldown, other.balance)
+                if other == knobs or not same_rest:
                     continue
                 again = build(problem, other)
+                if not built.decides_alike(rule):
+                    told_apart += (again.cost, again.orders if math.isfinite(again.cost)
+                                else None) != (built.cost, built.orders
+                                               if math.isfinite(built.cost) else None)
+                    continue
                 assert (again.cost, again.makespan) == (built.cost, built.makespan)
                 if math.isfinite(built.cost):
                     assert again.orders == built.orders
                 checked += 1
-    assert checked > 0
+    assert checked > 0 and told_apart > 0  # both occur: the rules tell builds apart
+
+
+def test_tied_fill_rules_are_not_built_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gpt1.5b-p8-m24 at 2p: of the 18 fill rules on the first warm-up, only 4 build
+    # distinct orders; the search builds each at most once (issue 11: speed).
+    problem = _paper_problems()[0]
+    built: list[Knobs] = []
+    real = heuristic_module.build
+
+    def counting(problem: Problem, knobs: Knobs, *args: object,
+                 **kwargs: object) -> heuristic_module.Build:
+        built.append(knobs)
+        return real(problem, knobs, *args, **kwargs)  # type: ignore[arg-type]
+
+    before = zb_heuristic(problem)
+    monkeypatch.setattr(heuristic_module, "build", counting)
+    after = zb_heuristic(problem)
+    assert (after.cost, after.orders) == (before.cost, before.orders)
+    first = built[0].warmup
+    rules = [(k.fill, k.cooldown, k.balance) for k in built if k.warmup == first]
+    assert len(rules) == len(set(rules)) <= 4, rules
 
 
 def _paper_problems() -> list[Problem]:
@@ -168,9 +244,10 @@ def test_a_copied_warm_up_builds_the_same(seed: int) -> None:
         depth = len(forwards.f_end[0])  # all stages at the deepest: over some limits
         for knobs in [*_knobs(problem), Knobs((depth,) * problem.num_ranks, 0.5)]:
             assert forwards.covers(knobs.warmup)
-            placed, copied = build(problem, knobs), build(problem, knobs, forwards=forwards)
-            assert (copied.cost, copied.makespan, copied.reads) == \
-                (placed.cost, placed.makespan, placed.reads)
+            placed = build(problem, knobs, record=True)
+            copied = build(problem, knobs, forwards=forwards, record=True)
+            assert (copied.cost, copied.makespan, copied.decisions) == \
+                (placed.cost, placed.makespan, placed.decisions)
             if math.isfinite(placed.cost):
                 assert copied.orders == placed.orders
     # Counts that grow down the pipeline read forwards no warm-up placed: not copied.
