@@ -295,15 +295,26 @@ def memory_relaxation_bound(problem: Problem, *, time_limit_s: float,
 
     It holds over every valid schedule (DESIGN.md section 3), so it may be combined with
     `solver.bounds.lower_bound` by max. Each binding rank alone first, in order of its
-    closed-form bound (the first usually gives the most), each with half the time left;
-    then the best rank with its downstream neighbour kept whole too, with the rest of the
-    time (gpt1.5b-p8-m24 at limit 6: 1471.5 alone, 1479.3 with rank 1). It stops once
+    closed-form bound (the first usually gives the most), each with half the time left,
+    but for those another rank's relaxation dominates (`_dominates`); then the best rank
+    with its downstream neighbour kept whole too, with the rest of the time
+    (gpt1.5b-p8-m24 at limit 6: 1471.5 alone, 1479.3 with rank 1). It stops once
     the bound reaches `stop_at` (a known schedule's cost: no bound can pass it).
     ``deterministic_s`` caps each CP-SAT run reproducibly as well.
     """
     return max((r.bound for r in relaxation_runs(
         problem, time_limit_s=time_limit_s, deterministic_s=deterministic_s,
         workers=workers, stop_at=stop_at)), default=0.0)
+
+
+def _dominates(problem: Problem, rank: int, other: int) -> bool:
+    """Whether `other`'s one-rank relaxation is a looser copy of `rank`'s: the same op
+    times and memory, a limit no lower and a round trip no longer. Its optimum is then no
+    higher, and solving it is wasted (identical stages: rank 0 dominates every rank)."""
+    same = all(getattr(problem, x)[rank] == getattr(problem, x)[other]
+               for x in ("t_f", "t_b", "t_w", "m_b", "m_w"))
+    return same and problem.memory_limit[other] >= problem.memory_limit[rank] \
+        and round_trip(problem, other) <= round_trip(problem, rank)
 
 
 def relaxation_runs(problem: Problem, *, time_limit_s: float,
@@ -330,8 +341,12 @@ def relaxation_runs(problem: Problem, *, time_limit_s: float,
             problem, first, num_ranks, deterministic_s=deterministic_s or math.inf,
             time_limit_s=left * share, workers=workers, at_least=top))
 
+    solved: list[int] = []
     for r in ranks:
+        if any(_dominates(problem, s, r) for s in solved):
+            continue
         run(r, 1, 0.5)
+        solved.append(r)
     top = best()
     if top is not None and top.first + 1 < problem.num_ranks:
         run(top.first, 2, 1.0)

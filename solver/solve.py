@@ -12,6 +12,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 
+from solver.bounds import lower_bound
 from solver.chunking import with_chunks
 from solver.decisions import decision_problems
 from solver.emit import schedule_from_simulation
@@ -406,8 +407,11 @@ def _relaxation_first(problem: Problem, best: float, options: ExactOptions,
     time limit, and the options left for the exact model.
 
     Its bound holds over every valid schedule, so it joins `metrics.lower_bound`; where
-    memory does not bind (or the relaxation does not apply) it takes no time.
+    memory does not bind, the relaxation does not apply or the general bound already
+    meets `best`, it takes no time.
     """
+    if lower_bound(problem) >= best - 1e-9 * max(1.0, best):
+        return 0.0, options
     began = time.perf_counter()
     bound = memory_relaxation_bound(
         problem, time_limit_s=RELAXATION_SHARE * options.time_limit_s,
