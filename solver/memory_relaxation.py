@@ -1,10 +1,11 @@
-"""A memory-aware lower bound over every valid schedule: each rank alone, solved by CP-SAT.
+"""A memory-aware lower bound over every valid schedule: one rank (or two) kept whole.
 
 Below 1F1B's memory the closed-form bounds of `solver.bounds` fall well short of the
 optimum (issue 11: 1401.3 against 1527.3 on gpt1.5b-p8-m24 at limit 6). This module keeps
-one rank with the exact memory rule and relaxes the rest of the pipeline into release
-times, then lets CP-SAT prove the least span of that rank. What CP-SAT proves (its
-objective bound, not its best solution) holds even when it stops early.
+one rank, or a rank and its downstream neighbour, with the exact memory rule, relaxes the
+rest of the pipeline into a round trip, and lets CP-SAT prove the least span of that rank.
+What CP-SAT proves (its objective bound, not its best solution) holds even when it stops
+early. `memory_relaxation_bound` is the entry point (also usable as an objective floor).
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def applies(problem: Problem) -> bool:
 
 
 def memory_binds(problem: Problem, rank: int) -> bool:
-    """Whether the rank cannot hold all its microbatches' activations at once (elsewhere
-    `bounds.rank_span_bound` is already the relaxation's optimum)."""
+    """Whether the rank cannot hold all its microbatches' activations at once: only then
+    is its memory rule kept, and only from such a rank is a relaxation solved (elsewhere
+    the round trip of `bounds.rank_span_bound` is what the relaxation would see)."""
     s = rank
     limit = problem.memory_limit[rank]
     return math.isfinite(limit) and problem.num_microbatches * problem.m_b[s] > limit + \
