@@ -46,7 +46,8 @@ BACKENDS = ("cpsat", "milp")
 # m=256 at 0.75p), so `ilp` runs the window search of `solver.lns` instead.
 LNS_MIN_OPS = 12_000
 # The share of `--time-limit` the memory relaxation may take before the exact model runs
-# (it proves gpt1.5b-p8-m24 at limit 6 in about 1 s of its 6 s at --time-limit 30).
+# (rank 0 alone proves gpt1.5b-p8-m24 at limit 6 in 1-2 s of its 6 s at --time-limit 30;
+# the window of ranks 0-1 needs more: `benchmarks.memory_bounds`).
 RELAXATION_SHARE = 0.2
 
 
