@@ -49,6 +49,11 @@ LNS_MIN_OPS = 12_000
 # (rank 0 alone proves gpt1.5b-p8-m24 at limit 6 in 1-2 s of its 6 s at --time-limit 30;
 # the window of ranks 0-1 needs more: `benchmarks.memory_bounds`).
 RELAXATION_SHARE = 0.2
+# Beyond this many microbatches the relaxation proves nothing useful in that share
+# (measured with 2 workers: gpt28.3b-p32-m96 at limit 24, nothing in 12 s; m256, below
+# the closed forms after 80 s; gpt14.6b-p16-m48 at limit 12 beats them in 10
+# deterministic seconds), so `ilp` leaves it out there.
+RELAXATION_MAX_MICROBATCHES = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -408,10 +413,11 @@ def _relaxation_first(problem: Problem, best: float, options: ExactOptions,
     time limit, and the options left for the exact model.
 
     Its bound holds over every valid schedule, so it joins `metrics.lower_bound`; where
-    memory does not bind, the relaxation does not apply or the general bound already
-    meets `best`, it takes no time.
+    memory does not bind, the relaxation does not apply, the general bound already meets
+    `best` or the microbatches are too many to gain in time, it takes no time.
     """
-    if lower_bound(problem) >= best - 1e-9 * max(1.0, best):
+    if problem.num_microbatches > RELAXATION_MAX_MICROBATCHES \
+            or lower_bound(problem) >= best - 1e-9 * max(1.0, best):
         return 0.0, options
     began = time.perf_counter()
     bound = memory_relaxation_bound(

@@ -198,3 +198,20 @@ def test_ilp_prints_the_relaxation_as_its_lower_bound(monkeypatch: pytest.Monkey
     assert metrics.lower_bound >= 1471.5 - 1e-5 > lower_bound(profile.problem)
     assert metrics.lower_bound <= metrics.cost
     assert info.bound >= metrics.lower_bound  # the printed gap is against it
+
+
+def test_ilp_leaves_it_out_beyond_its_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Too many microbatches to gain in a share of the time limit: not run at all.
+    from solver.solve import RELAXATION_MAX_MICROBATCHES, ExactOptions, solve
+
+    def never(*args: object, **kwargs: object) -> float:
+        raise AssertionError("the relaxation ran beyond RELAXATION_MAX_MICROBATCHES")
+
+    monkeypatch.setattr(sys.modules["solver.solve"], "memory_relaxation_bound", never)
+    data = json.loads((PROFILES / "gpt1.5b-p8-m24.json").read_text())
+    profile = parse_profile({**data, "memory_limit": 6,
+                             "num_microbatches": RELAXATION_MAX_MICROBATCHES + 1})
+    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=1, workers=1),
+                     layouts=((1, None),))
+    assert schedule.metrics is not None
+    assert schedule.metrics.lower_bound == pytest.approx(lower_bound(profile.problem))
