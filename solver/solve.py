@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from solver.bounds import lower_bound
 from solver.chunking import with_chunks
 from solver.decisions import decision_problems
 from solver.emit import schedule_from_simulation
@@ -24,6 +25,7 @@ from solver.generators import REGISTRY, Orders, get_generator
 from solver.greedy import greedy_search
 from solver.heuristic import zb_heuristic
 from solver.improve import improve
+from solver.memory_relaxation import memory_relaxation_bound
 from solver.method_names import resolve_method
 from solver.ops import parts
 from solver.policies import offers_policies, policy_orders
@@ -43,6 +45,15 @@ BACKENDS = ("cpsat", "milp")
 # Above this many ops the whole CP-SAT model gains nothing in a minute (issue 11: p=32,
 # m=256 at 0.75p), so `ilp` runs the window search of `solver.lns` instead.
 LNS_MIN_OPS = 12_000
+# The share of `--time-limit` the memory relaxation may take before the exact model runs
+# (rank 0 alone proves gpt1.5b-p8-m24 at limit 6 in 1-2 s of its 6 s at --time-limit 30;
+# the window of ranks 0-1 needs more: `benchmarks.memory_bounds`).
+RELAXATION_SHARE = 0.2
+# Beyond this many microbatches the relaxation proves nothing useful in that share
+# (measured with 2 workers: gpt28.3b-p32-m96 at limit 24, nothing in 12 s; m256, below
+# the closed forms after 80 s; gpt14.6b-p16-m48 at limit 12 beats them in 10
+# deterministic seconds), so `ilp` leaves it out there.
+RELAXATION_MAX_MICROBATCHES = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,6 +218,7 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
             except ProfileError:
                 pass  # a shape the placement does not take: the default only offers it
     refined: ExactResult | None = None
+    relaxed = 0.0  # the memory relaxation's bound (`_relaxation_first`), if it ran
     if method in (HEURISTIC, ILP):
         best = None
         with collector_paused():
@@ -227,7 +239,8 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
             # The exact models have no FB op (DESIGN.md 6.4): they start from the FBs run
             # as their parts, and an FB heuristic result they do not beat stays.
             hint = [[part for op in ops for part in parts(op)] for ops in orders]
-            refined = refine(profile, hint, objective, exact or ExactOptions(), on_progress)
+            relaxed, options = _relaxation_first(profile.problem, value, exact or ExactOptions())
+            refined = refine(profile, hint, objective, options, on_progress)
             assert refined.orders is not None  # a valid profile always admits a schedule
             if hint == orders or (refined.objective or 0.0) <= value:
                 orders, name = refined.orders, f"ilp-{refined.backend}"
@@ -259,7 +272,7 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
         schedule = schedule_from_simulation(
             profile, sim, name,
             status="feasible" if fb_scope and status == "optimal" else status,
-            objective=objective)
+            objective=objective, bound=relaxed or None)
     assert schedule.solver is not None
     schedule.solver.bound_scope = SCOPE_ALL  # type: ignore[attr-defined]
     # The whole solve: search, exact refinement, the final simulation and the wrapping.
@@ -392,6 +405,27 @@ def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Prof
                            "layouts only for a profile with num_chunks = 1 (this one is "
                            f"already cut into {profile.num_chunks} chunks per rank)")
     return [with_chunks(profile, chunks, placement) for chunks, placement in layouts]
+
+
+def _relaxation_first(problem: Problem, best: float, options: ExactOptions,
+                      ) -> tuple[float, ExactOptions]:
+    """The memory relaxation's bound (`solver.memory_relaxation`) within a share of the
+    time limit, and the options left for the exact model.
+
+    Its bound holds over every valid schedule, so it joins `metrics.lower_bound`; where
+    memory does not bind, the relaxation does not apply, the general bound already meets
+    `best` or the microbatches are too many to gain in time, it takes no time.
+    """
+    if problem.num_microbatches > RELAXATION_MAX_MICROBATCHES \
+            or lower_bound(problem) >= best - 1e-9 * max(1.0, best):
+        return 0.0, options
+    began = time.perf_counter()
+    bound = memory_relaxation_bound(
+        problem, time_limit_s=RELAXATION_SHARE * options.time_limit_s,
+        workers=options.workers, stop_at=best)
+    spent = time.perf_counter() - began
+    left = max(options.time_limit_s - spent, RELAXATION_SHARE * options.time_limit_s)
+    return bound, replace(options, time_limit_s=left)
 
 
 def refine(profile: Profile, hint: list, objective: str, options: ExactOptions,
