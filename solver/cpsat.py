@@ -12,7 +12,6 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -276,9 +275,14 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
                   scope=scope_of(fifo, objective))
 
 
-# Share of the budget the deadline probes (`solve_cpsat_rising`) may take before the
-# minimising phases; they stop sooner when the bracket closes or a probe runs out of time.
-PROBE_SHARE = 0.5
+# Of the budget where memory binds: what the deadline probes may take in all, and each
+# probe at most (a probe that neither refutes its cap nor settles it in that time stops
+# them, and what they left goes to the minimising phases). Measured with deterministic
+# time 10 (one worker, seed 0): the probe that settles the optimum took 3.0-3.6 of it on
+# gpt1.5b-p8-m24 and gpt6.2b-p8-m24 at limit 6; refuted caps take under 0.1 but one;
+# the minimising phases lose most where the probes prove nothing (hetero-p8-m32 at 0.75p).
+PROBE_SHARE = 1 / 3
+PROBE_LIMIT = 0.2
 
 
 def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost",
@@ -292,6 +296,15 @@ def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost
     Each probe may take what is left of the budget; the search stops when a probe proves
     nothing in it. The result is never worse than the hint.
     """
+    return _rise(problem, hint, objective, time_limit_s, workers, fifo, on_progress, seed,
+                 deterministic_s, probe_share=1.0)[0]
+
+
+def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, workers: int,
+          fifo: bool, on_progress: ProgressFn | None, seed: int | None,
+          deterministic_s: float | None, probe_share: float) -> tuple[ExactResult, float]:
+    """`solve_cpsat_rising`, each probe limited to `probe_share` of the budget; also
+    returns the deterministic time the probes used."""
     began = time.perf_counter()
     scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
     floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
@@ -313,8 +326,10 @@ def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost
 
     def probe(cap: int) -> Answer:
         nonlocal best_value, best_orders, spent
-        wall_left = time_limit_s - (time.perf_counter() - began)
-        det_left = None if deterministic_s is None else deterministic_s - spent
+        wall_left = min(time_limit_s - (time.perf_counter() - began),
+                        time_limit_s * probe_share)
+        det_left = None if deterministic_s is None else \
+            min(deterministic_s - spent, deterministic_s * probe_share)
         if wall_left < 0.05 or (det_left is not None and det_left < 0.01):
             return Answer("unknown")
         built = build_model(problem, scaled, hint_ticks, cap, objective, fifo, tight=True)
@@ -323,6 +338,8 @@ def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost
         callback = _Progress(problem, built, objective, began, report)
         status = solver.solve(built.model, callback)
         spent += solver.deterministic_time
+        log.info("probe cap %d: %s in %.2f s (%.2f det)", cap, solver.status_name(status),
+                 solver.wall_time, solver.deterministic_time)
         if callback.best_orders is not None and callback.best_value < best_value:
             best_value, best_orders = callback.best_value, callback.best_orders
         if status == cp_model.INFEASIBLE:
@@ -344,7 +361,7 @@ def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost
     return finish(problem, "cpsat", objective, hint, best_orders,
                   scaled.bound_in_time_units(bracket.lower),
                   proven=bracket.proven and scaled.exact, began=began, progress=progress,
-                  tolerance=scaled.time_tolerance, scope=scope_of(fifo, objective))
+                  tolerance=scaled.time_tolerance, scope=scope_of(fifo, objective)), spent
 
 
 def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost",
@@ -367,35 +384,33 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
                            workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
                            deterministic_s=deterministic_s)
     began = time.perf_counter()
-    det = deterministic_s
-    shares: tuple[tuple[Callable[..., ExactResult], float, dict[str, bool]], ...] = (
-        (solve_cpsat_rising, PROBE_SHARE, {}),
-        (solve_cpsat, (1 - PROBE_SHARE) / 2, {"tight": False}),
-        (solve_cpsat, (1 - PROBE_SHARE) / 2, {"tight": True}))
-    current, bound, progress = hint, 0.0, []
-    result: ExactResult | None = None
-    for index, (run, share, extra) in enumerate(shares):
-        offset, floor = time.perf_counter() - began, bound
-        wall_left = time_limit_s - offset
-        # Wall time: each phase its share of what is left, the last one all of it.
-        limit = wall_left if index == len(shares) - 1 else \
-            wall_left * share / sum(s for _, s, _ in shares[index:])
+    probed, used = _rise(problem, hint, objective, time_limit_s * PROBE_SHARE, workers, fifo,
+                         on_progress, seed,
+                         None if deterministic_s is None else deterministic_s * PROBE_SHARE,
+                         probe_share=PROBE_LIMIT / PROBE_SHARE)
+    if probed.orders is None or probed.status == "optimal":
+        return probed
+    current, bound, progress = probed.orders, probed.bound, list(probed.progress)
+    result = probed
+    for tight, share in ((False, 0.5), (True, 1.0)):  # plain, then literals: what is left
+        offset = time.perf_counter() - began
+        det_left = None if deterministic_s is None else \
+            (deterministic_s - used) * share
+        used += 0.0 if det_left is None else det_left
 
-        def shifted(point: Progress, offset: float = offset, floor: float = floor) -> None:
+        def shifted(point: Progress, offset: float = offset, floor: float = bound) -> None:
             if on_progress is not None:
                 on_progress((point[0] + offset, point[1], max(point[2], floor)))
 
-        result = run(problem, current, objective=objective,
-                     time_limit_s=max(0.5, limit), workers=workers, fifo=fifo,
-                     on_progress=shifted, seed=seed,
-                     deterministic_s=None if det is None else det * share, **extra)
-        assert result is not None
+        result = solve_cpsat(problem, current, objective=objective,
+                             time_limit_s=max(0.5, (time_limit_s - offset) * share),
+                             workers=workers, fifo=fifo, on_progress=shifted, seed=seed,
+                             tight=tight, deterministic_s=det_left)
+        progress += [(t + offset, value, max(b, bound)) for t, value, b in result.progress]
         bound = max(bound, result.bound)
-        progress += [(t + offset, value, max(b, floor)) for t, value, b in result.progress]
         if result.orders is None or result.status == "optimal":
             break
         current = result.orders
-    assert result is not None
     tolerance = seed_model(problem, hint, objective)[0].time_tolerance
     return finish(problem, "cpsat", objective, split_fused(hint), result.orders, bound,
                   proven=result.status == "optimal", began=began, progress=progress,
