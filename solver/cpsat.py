@@ -276,13 +276,14 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
 
 
 # Of the budget where memory binds: what the deadline probes may take in all, and each
-# probe at most (a probe that neither refutes its cap nor settles it in that time stops
-# them, and what they left goes to the minimising phases). Measured with deterministic
-# time 10 (one worker, seed 0): the probe that settles the optimum took 3.0-3.6 of it on
-# gpt1.5b-p8-m24 and gpt6.2b-p8-m24 at limit 6; refuted caps take under 0.1 but one;
-# the minimising phases lose most where the probes prove nothing (hetero-p8-m32 at 0.75p).
-PROBE_SHARE = 1 / 3
-PROBE_LIMIT = 0.2
+# brief probe (`solver.deadline_probes.rise_to_optimum`; a long one may take all that is
+# left of the probes' share, and what they leave goes to the minimising phases). Measured
+# with deterministic time 10 (one worker, seed 0): refuted caps take under 0.1 of it but
+# one, and the probe that settles the optimum 3.0-3.6 (gpt1.5b-p8-m24 and gpt6.2b-p8-m24
+# at limit 6); where the probes prove nothing, the minimising phases miss the time they
+# took (hetero-p8-m32 at 0.75p, gpt6.2b-p8-m24 at 0.5p).
+PROBE_SHARE = 0.5
+BRIEF_PROBE = 0.1
 
 
 def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost",
@@ -293,17 +294,17 @@ def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost
     lower bound (`solver.deadline_probes`): each refuted cap is a bound over the model's
     scope, and the first cap not refuted is searched from close above the optimum.
 
-    Each probe may take what is left of the budget; the search stops when a probe proves
-    nothing in it. The result is never worse than the hint.
+    A brief probe takes `BRIEF_PROBE` of the budget, a long one what is left of it (see
+    `rise_to_optimum` for when). The result is never worse than the hint.
     """
     return _rise(problem, hint, objective, time_limit_s, workers, fifo, on_progress, seed,
-                 deterministic_s, probe_share=1.0)[0]
+                 deterministic_s, brief_share=BRIEF_PROBE)[0]
 
 
 def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, workers: int,
           fifo: bool, on_progress: ProgressFn | None, seed: int | None,
-          deterministic_s: float | None, probe_share: float) -> tuple[ExactResult, float]:
-    """`solve_cpsat_rising`, each probe limited to `probe_share` of the budget; also
+          deterministic_s: float | None, brief_share: float) -> tuple[ExactResult, float]:
+    """`solve_cpsat_rising`, each brief probe limited to `brief_share` of the budget; also
     returns the deterministic time the probes used."""
     began = time.perf_counter()
     scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
@@ -324,12 +325,12 @@ def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, w
         if on_progress is not None:
             on_progress(point)
 
-    def probe(cap: int) -> Answer:
+    def probe(cap: int, long: bool) -> Answer:
         nonlocal best_value, best_orders, spent
-        wall_left = min(time_limit_s - (time.perf_counter() - began),
-                        time_limit_s * probe_share)
+        share = 1.0 if long else brief_share
+        wall_left = min(time_limit_s - (time.perf_counter() - began), time_limit_s * share)
         det_left = None if deterministic_s is None else \
-            min(deterministic_s - spent, deterministic_s * probe_share)
+            min(deterministic_s - spent, deterministic_s * share)
         if wall_left < 0.05 or (det_left is not None and det_left < 0.01):
             return Answer("unknown")
         built = build_model(problem, scaled, hint_ticks, cap, objective, fifo, tight=True)
@@ -387,7 +388,7 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
     probed, used = _rise(problem, hint, objective, time_limit_s * PROBE_SHARE, workers, fifo,
                          on_progress, seed,
                          None if deterministic_s is None else deterministic_s * PROBE_SHARE,
-                         probe_share=PROBE_LIMIT / PROBE_SHARE)
+                         brief_share=BRIEF_PROBE / PROBE_SHARE)
     if probed.orders is None or probed.status == "optimal":
         return probed
     current, bound, progress = probed.orders, probed.bound, list(probed.progress)

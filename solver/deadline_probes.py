@@ -67,26 +67,40 @@ class Bracket:
         return self.lower >= self.upper
 
 
-def rise_to_optimum(probe: Callable[[int], Answer], lower: int, upper: int,
+def rise_to_optimum(probe: Callable[[int, bool], Answer], lower: int, upper: int,
                     on_bound: Callable[[int], None] | None = None) -> Bracket:
     """Probe caps from `lower` up (and bisect once a schedule is found) until the bracket
     closes or a probe answers ``unknown``.
 
+    Each cap is first probed briefly (``probe(cap, False)``). A cap left ``unknown`` is
+    probed again with a long limit (``probe(cap, True)``) only right after a brief probe
+    that settled its cap: there the model refutes fast, so the cap that resists is where
+    the optimum lies (gpt1.5b-p8-m24 at limit 6); where even the first cap resists, or a
+    refutation needed the long limit, the probes stop early and leave the time to others
+    (hetero-p8-m32 and gpt6.2b-p8-m24 at 0.5p, see `solver.cpsat.PROBE_SHARE`).
+
     Args:
-        probe: answers for a cap U in ticks (its time limit is its own business).
+        probe: answers for a cap U in ticks, briefly or with a long limit.
         lower: a proven lower bound on the objective, in ticks.
         upper: the objective of a known schedule, in ticks.
         on_bound: called with each raised lower bound (for progress lines).
     """
     found = False
+    settled_briefly = False  # the last brief probe refuted its cap or found a schedule
     probes = 0
     while lower < upper and probes < MAX_PROBES:
         if found:  # both sides known: halve the bracket
             cap = (lower + upper) // 2
         else:
             cap = min(upper - 1, lower + max(1, math.ceil(lower * STEP_FRACTION)))
-        answer = probe(cap)
+        answer = probe(cap, False)
         probes += 1
+        if answer.status == "unknown" and settled_briefly:
+            answer = probe(cap, True)
+            probes += 1
+            settled_briefly = False
+        else:
+            settled_briefly = answer.status != "unknown"
         if answer.status == "refuted":
             lower = cap + 1
         elif answer.status == "optimal" and answer.value is not None:

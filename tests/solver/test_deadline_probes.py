@@ -27,7 +27,7 @@ def _oracle(optimum: int, found_at: int | None = None):  # type: ignore[no-untyp
     or the optimum itself, proven, when `found_at` is None. Records the caps asked."""
     asked: list[int] = []
 
-    def probe(cap: int) -> Answer:
+    def probe(cap: int, long: bool) -> Answer:
         asked.append(cap)
         if cap < optimum:
             return Answer("refuted")
@@ -62,12 +62,42 @@ def test_found_schedules_are_bisected_to_the_optimum(found_at: int) -> None:
 
 
 def test_an_unknown_probe_stops_the_search_with_what_was_proven() -> None:
-    def probe(cap: int) -> Answer:
+    asked: list[tuple[int, bool]] = []
+
+    def probe(cap: int, long: bool) -> Answer:
+        asked.append((cap, long))
         return Answer("refuted") if cap < 1450 else Answer("unknown")
 
     bracket = rise_to_optimum(probe, 1401, 1895)
     assert not bracket.proven
     assert 1401 < bracket.lower <= 1450 and bracket.upper == 1895
+    # The cap that resisted a brief probe right after a brief refutation got a long one.
+    assert asked[-2:] == [(asked[-1][0], False), (asked[-1][0], True)]
+
+
+def test_a_first_cap_that_resists_stops_the_probes_at_once() -> None:
+    asked: list[tuple[int, bool]] = []
+
+    def probe(cap: int, long: bool) -> Answer:
+        asked.append((cap, long))
+        return Answer("unknown")
+
+    assert not rise_to_optimum(probe, 1401, 1895).proven
+    assert asked == [(1416, False)]
+
+
+def test_a_refutation_that_needed_the_long_limit_stops_at_the_next_resisting_cap() -> None:
+    asked: list[tuple[int, bool]] = []
+
+    def probe(cap: int, long: bool) -> Answer:
+        asked.append((cap, long))
+        if cap < 1420:
+            return Answer("refuted")
+        return Answer("refuted") if long and cap < 1440 else Answer("unknown")
+
+    bracket = rise_to_optimum(probe, 1401, 1895)
+    assert [long for _, long in asked] == [False, False, True, False]
+    assert bracket.lower == asked[1][0] + 1 and not bracket.proven
 
 
 def test_no_probe_when_the_bracket_is_closed() -> None:
