@@ -275,15 +275,17 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
                   scope=scope_of(fifo, objective))
 
 
-# Of the budget where memory binds: what the deadline probes may take in all, and each
-# brief probe (`solver.deadline_probes.rise_to_optimum`; a long one may take all that is
-# left of the probes' share, and what they leave goes to the minimising phases). Measured
-# with deterministic time 10 (one worker, seed 0): refuted caps take under 0.1 of it but
-# one, and the probe that settles the optimum 3.0-3.6 (gpt1.5b-p8-m24 and gpt6.2b-p8-m24
-# at limit 6); where the probes prove nothing, the minimising phases miss the time they
-# took (hetero-p8-m32 at 0.75p, gpt6.2b-p8-m24 at 0.5p).
-PROBE_SHARE = 0.5
+# Where memory binds, the deadline probes (`solver.deadline_probes.rise_to_optimum`) come
+# first: a brief probe takes BRIEF_PROBE of the budget, a long one LONG_PROBE of what is
+# left, and the plain and order-literal phases share what the probes leave. Measured with
+# deterministic time 10 (one worker, seed 0): refuted caps take under 0.1 of it but one,
+# and the probe that settles the optimum 3.0-3.6 (gpt1.5b-p8-m24 and gpt6.2b-p8-m24 at
+# limit 6); with a fixed half for the probes, the minimising phases missed it where the
+# probes prove nothing (hetero-p8-m32 at 0.375p: 3919.1 instead of 3886.2).
 BRIEF_PROBE = 0.1
+LONG_PROBE = 0.8
+# The phases in order, each with its share of the time the ones before it left.
+PHASES = (("probes", 1.0), ("plain", 0.5), ("literals", 1.0))
 
 
 def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost",
@@ -327,10 +329,16 @@ def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, w
 
     def probe(cap: int, long: bool) -> Answer:
         nonlocal best_value, best_orders, spent
-        share = 1.0 if long else brief_share
-        wall_left = min(time_limit_s - (time.perf_counter() - began), time_limit_s * share)
-        det_left = None if deterministic_s is None else \
-            min(deterministic_s - spent, deterministic_s * share)
+        # A brief probe: its share of the budget; a long one: its share of what is left.
+        wall_left = time_limit_s - (time.perf_counter() - began)
+        det_left = None if deterministic_s is None else deterministic_s - spent
+        if long:
+            wall_left *= LONG_PROBE
+            det_left = None if det_left is None else det_left * LONG_PROBE
+        else:
+            wall_left = min(wall_left, time_limit_s * brief_share)
+            det_left = None if det_left is None or deterministic_s is None else \
+                min(det_left, deterministic_s * brief_share)
         if wall_left < 0.05 or (det_left is not None and det_left < 0.01):
             return Answer("unknown")
         built = build_model(problem, scaled, hint_ticks, cap, objective, fifo, tight=True)
@@ -369,9 +377,9 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
                        time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
                        on_progress: ProgressFn | None = None, seed: int | None = None,
                        deterministic_s: float | None = None) -> ExactResult:
-    """Where memory binds below 1F1B's (`applies`): deadline probes first
-    (`solve_cpsat_rising`, up to `PROBE_SHARE` of the time), then from their best the
-    plain model for half the time left, then the order-literal model for the rest.
+    """Where memory binds below 1F1B's (`applies`): deadline probes first (`PHASES`,
+    `solve_cpsat_rising`), then from their best the plain model for half the time left,
+    then the order-literal model for the rest.
 
     Measured on gpt1.5b-p8-m24 at limit 6: the probes prove the FIFO optimum 1527.3 where
     minimising from the heuristic's 1895.4 did not in 30 s on a loaded machine; where they
@@ -385,33 +393,36 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
                            workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
                            deterministic_s=deterministic_s)
     began = time.perf_counter()
-    probed, used = _rise(problem, hint, objective, time_limit_s * PROBE_SHARE, workers, fifo,
-                         on_progress, seed,
-                         None if deterministic_s is None else deterministic_s * PROBE_SHARE,
-                         brief_share=BRIEF_PROBE / PROBE_SHARE)
-    if probed.orders is None or probed.status == "optimal":
-        return probed
-    current, bound, progress = probed.orders, probed.bound, list(probed.progress)
-    result = probed
-    for tight, share in ((False, 0.5), (True, 1.0)):  # plain, then literals: what is left
+    current, bound, progress = hint, 0.0, []
+    used = 0.0  # deterministic time the phases used so far
+    result: ExactResult | None = None
+    for phase, share in PHASES:
         offset = time.perf_counter() - began
-        det_left = None if deterministic_s is None else \
-            (deterministic_s - used) * share
-        used += 0.0 if det_left is None else det_left
+        # Each phase its share of what is left (the last one all of it).
+        wall = max(0.5, (time_limit_s - offset) * share)
+        det = None if deterministic_s is None else (deterministic_s - used) * share
 
         def shifted(point: Progress, offset: float = offset, floor: float = bound) -> None:
             if on_progress is not None:
                 on_progress((point[0] + offset, point[1], max(point[2], floor)))
 
-        result = solve_cpsat(problem, current, objective=objective,
-                             time_limit_s=max(0.5, (time_limit_s - offset) * share),
-                             workers=workers, fifo=fifo, on_progress=shifted, seed=seed,
-                             tight=tight, deterministic_s=det_left)
+        if phase == "probes":
+            brief = BRIEF_PROBE * (time_limit_s / wall if det is None else
+                                   deterministic_s / det)  # type: ignore[operator]
+            result, spent = _rise(problem, current, objective, wall, workers, fifo, shifted,
+                                  seed, det, brief_share=min(1.0, brief))
+        else:
+            result = solve_cpsat(problem, current, objective=objective, time_limit_s=wall,
+                                 workers=workers, fifo=fifo, on_progress=shifted, seed=seed,
+                                 tight=phase == "literals", deterministic_s=det)
+            spent = det or 0.0
+        used += spent
         progress += [(t + offset, value, max(b, bound)) for t, value, b in result.progress]
         bound = max(bound, result.bound)
         if result.orders is None or result.status == "optimal":
             break
         current = result.orders
+    assert result is not None
     tolerance = seed_model(problem, hint, objective)[0].time_tolerance
     return finish(problem, "cpsat", objective, split_fused(hint), result.orders, bound,
                   proven=result.status == "optimal", began=began, progress=progress,

@@ -77,7 +77,7 @@ def rise_to_optimum(probe: Callable[[int, bool], Answer], lower: int, upper: int
     that settled its cap: there the model refutes fast, so the cap that resists is where
     the optimum lies (gpt1.5b-p8-m24 at limit 6); where even the first cap resists, or a
     refutation needed the long limit, the probes stop early and leave the time to others
-    (hetero-p8-m32 and gpt6.2b-p8-m24 at 0.5p, see `solver.cpsat.PROBE_SHARE`).
+    (hetero-p8-m32 at 0.375p, see `solver.cpsat.PHASES`).
 
     Args:
         probe: answers for a cap U in ticks, briefly or with a long limit.
