@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from solver.cpsat import solve_cpsat_phased, solve_cpsat_rising
-from solver.deadline_probes import MAX_PROBES, Answer, rise_to_optimum
+from solver.deadline_probes import LONG_STEPS, MAX_PROBES, Answer, rise_to_optimum
 from solver.heuristic import zb_heuristic
 from solver.profile import parse_profile
 from solver.simulator import simulate
@@ -71,8 +71,12 @@ def test_an_unknown_probe_stops_the_search_with_what_was_proven() -> None:
     bracket = rise_to_optimum(probe, 1401, 1895)
     assert not bracket.proven
     assert 1401 < bracket.lower <= 1450 and bracket.upper == 1895
-    # The cap that resisted a brief probe right after a brief refutation got a long one.
-    assert asked[-2:] == [(asked[-1][0], False), (asked[-1][0], True)]
+    # The cap that resisted a brief probe right after a brief refutation got a long probe,
+    # LONG_STEPS steps above the last refuted cap.
+    (brief, short), (long_cap, long) = asked[-2:]
+    assert (short, long) == (False, True)
+    step = -(-bracket.lower // 100)
+    assert long_cap == bracket.lower + LONG_STEPS * step > brief
 
 
 def test_a_first_cap_that_resists_stops_the_probes_at_once() -> None:
@@ -93,11 +97,11 @@ def test_a_refutation_that_needed_the_long_limit_stops_at_the_next_resisting_cap
         asked.append((cap, long))
         if cap < 1420:
             return Answer("refuted")
-        return Answer("refuted") if long and cap < 1440 else Answer("unknown")
+        return Answer("refuted") if long and cap < 1480 else Answer("unknown")
 
     bracket = rise_to_optimum(probe, 1401, 1895)
     assert [long for _, long in asked] == [False, False, True, False]
-    assert bracket.lower == asked[1][0] + 1 and not bracket.proven
+    assert bracket.lower == asked[2][0] + 1 and not bracket.proven
 
 
 def test_no_probe_when_the_bracket_is_closed() -> None:
