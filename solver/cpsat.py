@@ -296,8 +296,8 @@ def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost
     lower bound (`solver.deadline_probes`): each refuted cap is a bound over the model's
     scope, and the first cap not refuted is searched from close above the optimum.
 
-    A brief probe takes `BRIEF_PROBE` of the budget, a long one what is left of it (see
-    `rise_to_optimum` for when). The result is never worse than the hint.
+    A brief probe takes `BRIEF_PROBE` of the budget, a long one `LONG_PROBE` of what is
+    left (see `rise_to_optimum` for when). The result is never worse than the hint.
     """
     return _rise(problem, hint, objective, time_limit_s, workers, fifo, on_progress, seed,
                  deterministic_s, brief_share=BRIEF_PROBE)[0]
@@ -407,10 +407,11 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
                 on_progress((point[0] + offset, point[1], max(point[2], floor)))
 
         if phase == "probes":
-            brief = BRIEF_PROBE * (time_limit_s / wall if det is None else
-                                   deterministic_s / det)  # type: ignore[operator]
+            # A brief probe: BRIEF_PROBE of the whole budget, whatever this phase's share.
+            total = time_limit_s if deterministic_s is None else deterministic_s
+            budget = max(1e-9, wall if det is None else det)
             result, spent = _rise(problem, current, objective, wall, workers, fifo, shifted,
-                                  seed, det, brief_share=min(1.0, brief))
+                                  seed, det, brief_share=min(1.0, BRIEF_PROBE * total / budget))
         else:
             result = solve_cpsat(problem, current, objective=objective, time_limit_s=wall,
                                  workers=workers, fifo=fifo, on_progress=shifted, seed=seed,
