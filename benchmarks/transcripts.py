@@ -79,6 +79,8 @@ TRANSCRIPTS = (
     Transcript("sweep_typo", "sweep examples/sweep-typo.yaml", exit_code=2),
     Transcript("ilp_12", "solve profiles/gpt1.5b-p8-m24.json --memory-limit 12 --method ilp "
                "--time-limit 30", quick=False),
+    Transcript("ilp_6", "solve profiles/gpt1.5b-p8-m24.json --memory-limit 6 --method ilp "
+               "--time-limit 30 --layouts 1", quick=False),
     Transcript("layouts_1p", "solve profiles/gpt1.5b-p8-m24.json --layouts 1,v,loop2 "
                "--svg docs/gpt1.5b-p8-m24-v.svg"),
     Transcript("torchtitan", "torchtitan profiles/gpt1.5b-p8-m24.json --layers 22 "

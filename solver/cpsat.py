@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 
 from solver.bounds import lower_bound
 from solver.cpsat_tight import add_order_literals, applies, memory_precedences
+from solver.deadline_probes import Answer, rise_to_optimum
 from solver.exact import (
     ExactResult,
     Orders,
@@ -29,6 +30,7 @@ from solver.exact import (
     infeasible_result,
     orders_from_starts,
     scope_of,
+    split_fused,
 )
 from solver.exact import seed as seed_model
 from solver.ops import Op
@@ -203,6 +205,25 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             self.on_progress(point)
 
 
+def _solver(time_limit_s: float, workers: int, seed: int | None,
+            deterministic_s: float | None) -> cp_model.CpSolver:
+    """A CP-SAT solver limited by wall time, or by deterministic time when given."""
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    solver.parameters.num_workers = workers
+    if seed is not None:
+        solver.parameters.random_seed = seed
+    if deterministic_s is not None:
+        solver.parameters.max_deterministic_time = max(0.01, deterministic_s)
+        solver.parameters.max_time_in_seconds = 100 * deterministic_s + 60  # a safety net
+    # Measured (benchmarks/cpsat_formulations.py): expanding each reservoir into ordering
+    # literals costs seconds of presolve probing per rank and found no solution in 10 s;
+    # the propagator on start times with the heuristic's hint and the lower-bound cut
+    # proves the FIFO optimum of the paper's configurations in well under a second.
+    solver.parameters.expand_reservoir_constraints = False
+    return solver
+
+
 def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
                 time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
                 on_progress: ProgressFn | None = None, tight: bool | None = None,
@@ -233,20 +254,8 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
     if tight is None:
         tight = applies(problem)
     built = build_model(problem, scaled, hint_ticks, upper, objective, fifo, tight=tight)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter()
-                                                                       - began))
-    solver.parameters.num_workers = workers
-    if seed is not None:
-        solver.parameters.random_seed = seed
-    if deterministic_s is not None:
-        solver.parameters.max_deterministic_time = deterministic_s
-        solver.parameters.max_time_in_seconds = 100 * deterministic_s + 60  # a safety net
-    # Measured (benchmarks/cpsat_formulations.py): expanding each reservoir into ordering
-    # literals costs seconds of presolve probing per rank and found no solution in 10 s;
-    # the propagator on start times with the heuristic's hint and the lower-bound cut
-    # proves the FIFO optimum of the paper's configurations in well under a second.
-    solver.parameters.expand_reservoir_constraints = False
+    solver = _solver(time_limit_s - (time.perf_counter() - began), workers, seed,
+                     deterministic_s)
     callback = _Progress(problem, built, objective, began, on_progress)
     status = solver.solve(built.model, callback)
     log.info("cp-sat %s in %.2f s: objective %s bound %s", solver.status_name(status),
@@ -266,43 +275,156 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
                   scope=scope_of(fifo, objective))
 
 
+# Where memory binds, the deadline probes (`solver.deadline_probes.rise_to_optimum`) come
+# first: a brief probe takes BRIEF_PROBE of the budget, a long one LONG_PROBE of what is
+# left, and the plain and order-literal phases share what the probes leave. Measured with
+# deterministic time 10 (one worker, seed 0): refuted caps take under 0.1 of it but one,
+# and the probe that settles the optimum 3.0-3.6 (gpt1.5b-p8-m24 and gpt6.2b-p8-m24 at
+# limit 6); with a fixed half for the probes, the minimising phases missed it where the
+# probes prove nothing (hetero-p8-m32 at 0.375p: 3919.1 instead of 3886.2).
+BRIEF_PROBE = 0.1
+LONG_PROBE = 0.8
+# The phases in order, each with its share of the time the ones before it left.
+PHASES = (("probes", 1.0), ("plain", 0.5), ("literals", 1.0))
+
+
+def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost",
+                       time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                       on_progress: ProgressFn | None = None, seed: int | None = None,
+                       deterministic_s: float | None = None) -> ExactResult:
+    """The order-literal model probed with caps on its objective rising from the general
+    lower bound (`solver.deadline_probes`): each refuted cap is a bound over the model's
+    scope, and the first cap not refuted is searched from close above the optimum.
+
+    A brief probe takes `BRIEF_PROBE` of the budget, a long one `LONG_PROBE` of what is
+    left (see `rise_to_optimum` for when). The result is never worse than the hint.
+    """
+    return _rise(problem, hint, objective, time_limit_s, workers, fifo, on_progress, seed,
+                 deterministic_s, brief_share=BRIEF_PROBE)[0]
+
+
+def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, workers: int,
+          fifo: bool, on_progress: ProgressFn | None, seed: int | None,
+          deterministic_s: float | None, brief_share: float) -> tuple[ExactResult, float]:
+    """`solve_cpsat_rising`, each brief probe limited to `brief_share` of the budget; also
+    returns the deterministic time the probes used."""
+    began = time.perf_counter()
+    scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
+    floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
+    hint_sim = simulate(problem, hint)
+    assert hint_sim.metrics is not None, "the hint must be valid"
+    best_value, best_orders = hint_sim.metrics.objective(objective), None
+    proven_ticks = math.floor(floor + 1e-6)
+    spent = 0.0  # deterministic time the probes used so far
+    progress: list[Progress] = []
+
+    def report(point: Progress) -> None:
+        point = (point[0], min(point[1], best_value),
+                 max(point[2], scaled.bound_in_time_units(proven_ticks)))
+        if progress and point[1:] == progress[-1][1:]:
+            return
+        progress.append(point)
+        if on_progress is not None:
+            on_progress(point)
+
+    def probe(cap: int, long: bool) -> Answer:
+        nonlocal best_value, best_orders, spent
+        # A brief probe: its share of the budget; a long one: its share of what is left.
+        wall_left = time_limit_s - (time.perf_counter() - began)
+        det_left = None if deterministic_s is None else deterministic_s - spent
+        if long:
+            wall_left *= LONG_PROBE
+            det_left = None if det_left is None else det_left * LONG_PROBE
+        else:
+            wall_left = min(wall_left, time_limit_s * brief_share)
+            det_left = None if det_left is None or deterministic_s is None else \
+                min(det_left, deterministic_s * brief_share)
+        if wall_left < 0.05 or (det_left is not None and det_left < 0.01):
+            return Answer("unknown")
+        built = build_model(problem, scaled, hint_ticks, cap, objective, fifo, tight=True)
+        built.model.clear_hints()  # the hint is above the cap: no use as a hint
+        solver = _solver(wall_left, workers, seed, det_left)
+        callback = _Progress(problem, built, objective, began, report)
+        status = solver.solve(built.model, callback)
+        spent += solver.deterministic_time
+        log.info("probe cap %d: %s in %.2f s (%.2f det)", cap, solver.status_name(status),
+                 solver.wall_time, solver.deterministic_time)
+        if callback.best_orders is not None and callback.best_value < best_value:
+            best_value, best_orders = callback.best_value, callback.best_orders
+        if status == cp_model.INFEASIBLE:
+            return Answer("refuted")
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return Answer("unknown")
+        value = round(solver.objective_value)
+        bound = math.ceil(solver.best_objective_bound - 1e-6)
+        return Answer("optimal" if status == cp_model.OPTIMAL else "found", value, bound)
+
+    def raised(lower: int) -> None:
+        nonlocal proven_ticks
+        proven_ticks = lower
+        report((time.perf_counter() - began, best_value, scaled.bound_in_time_units(lower)))
+
+    bracket = rise_to_optimum(probe, proven_ticks, upper, raised)
+    log.info("deadline probes: %d, bracket [%d, %d] ticks", bracket.probes, bracket.lower,
+             bracket.upper)
+    return finish(problem, "cpsat", objective, hint, best_orders,
+                  scaled.bound_in_time_units(bracket.lower),
+                  proven=bracket.proven and scaled.exact, began=began, progress=progress,
+                  tolerance=scaled.time_tolerance, scope=scope_of(fifo, objective)), spent
+
+
 def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost",
                        time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
                        on_progress: ProgressFn | None = None, seed: int | None = None,
                        deterministic_s: float | None = None) -> ExactResult:
-    """Where memory binds below 1F1B's (`applies`): the plain model first, for half the
-    time, then the order-literal model from its best, for the rest.
+    """Where memory binds below 1F1B's (`applies`): deadline probes first (`PHASES`,
+    `solve_cpsat_rising`), then from their best the plain model for half the time left,
+    then the order-literal model for the rest.
 
-    Measured on gpt1.5b-p8-m24 at limit 6: the plain model finds good orders fast but its
-    bound stays at the general one; the order-literal model raises the bound but searches
-    worse from the heuristic's order. Both bound the same scope, so the better bound is
-    kept; the result is never worse than the hint. Elsewhere, `solve_cpsat` alone.
+    Measured on gpt1.5b-p8-m24 at limit 6: the probes prove the FIFO optimum 1527.3 where
+    minimising from the heuristic's 1895.4 did not in 30 s on a loaded machine; where they
+    stop short, the plain model finds good orders fast but its bound stays at the general
+    one, and the order-literal model raises the bound but searches worse from a poor order.
+    All bound the same scope, so the best bound is kept; the result is never worse than
+    the hint. Elsewhere, `solve_cpsat` alone.
     """
     if not applies(problem) or time_limit_s < 2 or not problem.uniform_microbatches:
         return solve_cpsat(problem, hint, objective=objective, time_limit_s=time_limit_s,
                            workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
                            deterministic_s=deterministic_s)
     began = time.perf_counter()
-    half = None if deterministic_s is None else deterministic_s / 2
-    first = solve_cpsat(problem, hint, objective=objective, time_limit_s=time_limit_s / 2,
-                        workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
-                        tight=False, deterministic_s=half)
-    if first.orders is None or first.status == "optimal":
-        return first
-    offset = time.perf_counter() - began
+    current, bound, progress = hint, 0.0, []
+    used = 0.0  # deterministic time the phases used so far
+    result: ExactResult | None = None
+    for phase, share in PHASES:
+        offset = time.perf_counter() - began
+        # Each phase its share of what is left (the last one all of it).
+        wall = max(0.5, (time_limit_s - offset) * share)
+        det = None if deterministic_s is None else (deterministic_s - used) * share
 
-    def shifted(point: Progress) -> None:
-        if on_progress is not None:
-            on_progress((point[0] + offset, point[1], max(point[2], first.bound)))
+        def shifted(point: Progress, offset: float = offset, floor: float = bound) -> None:
+            if on_progress is not None:
+                on_progress((point[0] + offset, point[1], max(point[2], floor)))
 
-    second = solve_cpsat(problem, first.orders, objective=objective,
-                         time_limit_s=max(0.5, time_limit_s - offset), workers=workers,
-                         fifo=fifo, on_progress=shifted, seed=seed, tight=True,
-                         deterministic_s=half)
-    progress = [*first.progress, *((t + offset, best, max(bound, first.bound))
-                                   for t, best, bound in second.progress)]
-    return finish(problem, "cpsat", objective, seed_model(problem, hint, objective)[1],
-                  second.orders, max(first.bound, second.bound),
-                  proven=second.status == "optimal", began=began, progress=progress,
-                  tolerance=seed_model(problem, hint, objective)[0].time_tolerance,
-                  scope=scope_of(fifo, objective))
+        if phase == "probes":
+            # A brief probe: BRIEF_PROBE of the whole budget, whatever this phase's share.
+            total = time_limit_s if deterministic_s is None else deterministic_s
+            budget = max(1e-9, wall if det is None else det)
+            result, spent = _rise(problem, current, objective, wall, workers, fifo, shifted,
+                                  seed, det, brief_share=min(1.0, BRIEF_PROBE * total / budget))
+        else:
+            result = solve_cpsat(problem, current, objective=objective, time_limit_s=wall,
+                                 workers=workers, fifo=fifo, on_progress=shifted, seed=seed,
+                                 tight=phase == "literals", deterministic_s=det)
+            spent = det or 0.0
+        used += spent
+        progress += [(t + offset, value, max(b, bound)) for t, value, b in result.progress]
+        bound = max(bound, result.bound)
+        if result.orders is None or result.status == "optimal":
+            break
+        current = result.orders
+    assert result is not None
+    tolerance = seed_model(problem, hint, objective)[0].time_tolerance
+    return finish(problem, "cpsat", objective, split_fused(hint), result.orders, bound,
+                  proven=result.status == "optimal", began=began, progress=progress,
+                  tolerance=tolerance, scope=scope_of(fifo, objective))
