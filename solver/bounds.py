@@ -34,8 +34,28 @@ def lower_bound(problem: Problem) -> float:
         return bound
     if problem.num_chunks == 1:
         bound = max(bound, *(rank_span_bound(problem, r) for r in range(problem.num_ranks)),
-                    *(memory_chain_bound(problem, r) for r in range(problem.num_ranks)))
+                    *(memory_chain_bound(problem, r) for r in _chain_ranks(problem)))
     return bound
+
+
+def _chain_ranks(problem: Problem) -> list[int]:
+    """The ranks whose `memory_chain_bound` can be the largest (one stage per rank).
+
+    That bound reads the rank's own op times, memory and limit, and its round trip, and
+    never falls as the round trip grows (each term is a sum of it with the rest, kept by
+    max and min, and the rounding of a float sum never reverses an order). Of the ranks
+    alike in all but the round trip, the one with the longest bounds them all: on the
+    paper's profiles, one rank instead of p (issue 11: the bound was a tenth of a p=8
+    solve).
+    """
+    longest: dict[tuple[float, ...], tuple[float, int]] = {}
+    for r in range(problem.num_ranks):
+        alike = (problem.t_f[r], problem.t_b[r], problem.t_w[r], problem.m_b[r],
+                 problem.m_w[r], problem.memory_limit[r])
+        trip = round_trip(problem, r)
+        if alike not in longest or trip > longest[alike][0]:
+            longest[alike] = (trip, r)
+    return [r for _, r in longest.values()]
 
 
 def round_trip(problem: Problem, stage: int) -> float:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from solver.early_stop import cannot_win, is_checkpoint, stage_floors
+from solver.early_stop import cannot_win, idle_cap, is_checkpoint, stage_floors
 from solver.generators import Orders
 from solver.ops import Kind, Op
 from solver.profile import Problem
@@ -75,6 +75,10 @@ class PaperBuild:
 
 class _Infeasible(Exception):
     """The run cannot continue (memory, or an op before its input): not a candidate."""
+
+
+class _CannotWin(Exception):
+    """A stage of the run has idled so long that its span alone loses (`idle_cap`)."""
 
 
 def paper_candidates(problem: Problem, objective: str = "cost",
@@ -124,7 +128,7 @@ def _paper_run(problem: Problem, flags: PaperFlags, objective: str = "cost",
     it cannot beat a finite `incumbent`)."""
     if problem.num_chunks != 1:
         return None, frozenset()
-    run = _Run(problem, flags)
+    run = _Run(problem, flags, incumbent)
     try:
         run.warm_up()
         for i in range(1, problem.num_microbatches):
@@ -133,7 +137,7 @@ def _paper_run(problem: Problem, flags: PaperFlags, objective: str = "cost",
                 return None, frozenset(run.read)
             run.wave(i)
         run.cool_down()
-    except _Infeasible:
+    except (_Infeasible, _CannotWin):
         return None, frozenset(run.read)
     return run.result(), frozenset(run.read)
 
@@ -146,7 +150,8 @@ class _Run:
     largest bubble is kept as it grows instead of recomputed.
     """
 
-    def __init__(self, problem: Problem, flags: PaperFlags) -> None:
+    def __init__(self, problem: Problem, flags: PaperFlags,
+                 incumbent: float = math.inf) -> None:
         self.problem, self.flags = problem, flags
         p, m = problem.num_ranks, problem.num_microbatches
         self.p, self.m = p, m
@@ -160,6 +165,11 @@ class _Run:
         self.mem = [0.0] * p
         self.bubble = [0.0] * p  # idle time since the stage's first F
         self.most_bubble = 0.0  # max(bubble): bubbles only grow, so kept as they do
+        # A stage's span is its op time plus its bubble: past `idle_cap` the run loses
+        # (issue 11: the second pass's runs that lose by a hair ran to the end before).
+        cap = idle_cap(incumbent)
+        self.bubble_cap = [cap - m * (problem.t_f[j] + problem.t_b[j] + problem.t_w[j])
+                           for j in range(p)]
         self.f_end = [[math.nan] * m for _ in range(p)]
         self.b_end = [[math.nan] * m for _ in range(p)]
         self.codes: list[list[int]] = [[] for _ in range(p)]
@@ -174,6 +184,8 @@ class _Run:
             bubble = self.bubble[j] = self.bubble[j] + (start - free)
             if bubble > self.most_bubble:
                 self.most_bubble = bubble
+            if bubble > self.bubble_cap[j]:
+                raise _CannotWin
         else:
             self.first[j] = start
         return start
