@@ -259,11 +259,14 @@ class _Run:
         for j in range(p - 2, -1, -1):
             mem, clock, arrive = self.mem[j], self.free[j], last + pr.t_comm[j]
             while 1 + extra[j] < m and mem + pr.m_b[j] <= pr.memory_limit[j] + _EPS:
-                self.read.add("overfill")
-                if self.flags.overfill:
-                    if clock + pr.t_f[j] > arrive + _EPS:
-                        break
-                elif clock >= arrive - _EPS:
+                # With overfill the warm-up ends once an F would end after the arrival;
+                # without, once the rank is there. Only where the two differ is the flag
+                # read (a run that agrees at every such point is the other's copy).
+                stop_overfill = clock + pr.t_f[j] > arrive + _EPS
+                stop_plain = clock >= arrive - _EPS
+                if stop_overfill != stop_plain:
+                    self.read.add("overfill")
+                if stop_overfill if self.flags.overfill else stop_plain:
                     break
                 mem += pr.m_b[j]
                 clock += pr.t_f[j]
@@ -285,10 +288,12 @@ class _Run:
         p, m, num_f = self.p, self.m, self.num_f
         take = [num_f[j] < m for j in range(p)]
         for j in range(p - 1):
-            if take[j] and num_f[j] >= num_f[j + 1] + 2:
+            # With b_first the stage skips its F where `_f_before_b` says so; only
+            # there does the flag decide (it is read whatever the flag, to know that).
+            if take[j] and num_f[j] >= num_f[j + 1] + 2 and not self._f_before_b(j):
                 self.read.add("b_first")
                 if self.flags.b_first:
-                    take[j] = self._f_before_b(j)
+                    take[j] = False
         for j in range(p - 2, -1, -1):
             take[j] = take[j] and take[j + 1]
         for j in range(p):
