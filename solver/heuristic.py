@@ -534,20 +534,23 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             if ready - clock > _EPS and x > 0 and num_w[j] < num_b[j]:
                 fill_gap(j, ready)
                 clock = free[j]
-            start = clock if clock > ready else ready
             if x == 0:
-                first[j] = start
-            elif start > clock:
-                wait(j, start)
-            free[j] = f_end[j][x] = start + t_f[j]
+                first[j] = clock = clock if clock > ready else ready
+            elif ready > clock:
+                wait(j, ready)
+                clock = ready
+            free[j] = f_end[j][x] = clock + t_f[j]
             mem[j] += m_b[j]
             num_f[j] = x + 1
             codes[j].append(x)
 
+    last = p - 1
+    held_by_b = [w - b for w, b in zip(m_w, m_b, strict=True)]  # what a B adds
+
     def put_bs(stages: Iterable[int]) -> None:  # the next B (or BW) of each stage
         for j in stages:
             x = num_b[j]
-            ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
+            ready = b_end[j + 1][x] + t_comm[j] if j < last else f_end[j][x]
             if fused[j]:  # BW: frees m_b at its end, owes no W
                 start = free[j] if free[j] > ready else ready
                 if start > free[j]:
@@ -563,11 +566,11 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             if ready - clock > _EPS and num_w[j] < x:
                 fill_gap(j, ready)
                 clock = free[j]
-            start = clock if clock > ready else ready
-            if start > clock:
-                wait(j, start)
-            free[j] = b_end[j][x] = start + t_b[j]
-            mem[j] += m_w[j] - m_b[j]
+            if ready > clock:
+                wait(j, ready)
+                clock = ready
+            free[j] = b_end[j][x] = clock + t_b[j]
+            mem[j] += held_by_b[j]
             num_b[j] = x + 1
             codes[j].append(m + x)
 
