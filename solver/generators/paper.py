@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from solver.early_stop import cannot_win, idle_cap, is_checkpoint, stage_floors
@@ -95,12 +95,17 @@ def paper_candidates(problem: Problem, objective: str = "cost",
     one it copies up to where that one gave up, and given up there too.
     """
     done: list[tuple[PaperFlags, frozenset[str]]] = []
+    forks: dict[PaperFlags, _Fork] = {}
     for flags in FLAGS:
         if any(all(getattr(flags, name) == getattr(seen, name) for name in read)
                for seen, read in done):
             continue
         bar = incumbent() if incumbent is not None else math.inf
-        built, read = _paper_run(problem, flags, objective, bar)
+        fork = forks.pop(flags, None)
+        start = fork.resumed(flags, bar) if fork is not None else None
+        built, read, fork = _run_from(problem, flags, objective, bar, start)
+        if fork is not None:
+            forks[replace(flags, greedy_w=not flags.greedy_w)] = fork
         done.append((flags, read))
         if built is not None:
             yield built
@@ -126,20 +131,53 @@ def _paper_run(problem: Problem, flags: PaperFlags, objective: str = "cost",
                incumbent: float = math.inf) -> tuple[PaperBuild | None, frozenset[str]]:
     """One run and the names of the flags it read (None: it does not fit the limit, or
     it cannot beat a finite `incumbent`)."""
+    built, read, _ = _run_from(problem, flags, objective, incumbent)
+    return built, read
+
+
+@dataclass(frozen=True)
+class _Fork:
+    """Where a run first read `greedy_w`: the wave it was in, the run's state at that
+    wave's start (`_Run.save`) and the run itself, finished. The run with greedy_w
+    flipped is the same up to there (issue 11: the flag is first read about 60% into a
+    run at p=16, m=48, so it resumes there instead of starting over)."""
+
+    wave: int
+    saved: tuple
+    run: _Run
+
+    def resumed(self, flags: PaperFlags, incumbent: float) -> tuple[int, _Run]:
+        return self.wave, self.run.resumed(self.saved, flags, incumbent)
+
+
+def _run_from(problem: Problem, flags: PaperFlags, objective: str = "cost",
+              incumbent: float = math.inf, start: tuple[int, _Run] | None = None,
+              ) -> tuple[PaperBuild | None, frozenset[str], _Fork | None]:
+    """`_paper_run`, from the start or from `start` (a wave and a run in the state at its
+    start), and where it first read `greedy_w` (None if it never did, or in its warm-up).
+    """
     if problem.num_chunks != 1:
-        return None, frozenset()
-    run = _Run(problem, flags, incumbent)
+        return None, frozenset(), None
+    first_wave, run = start if start is not None else (1, _Run(problem, flags, incumbent))
+    mark: tuple[int, tuple] | None = None  # the last wave start before greedy_w was read
+
+    def fork() -> _Fork | None:
+        return _Fork(mark[0], mark[1], run) if mark and "greedy_w" in run.read else None
+
     try:
-        run.warm_up()
-        for i in range(1, problem.num_microbatches):
+        if start is None:
+            run.warm_up()
+        for i in range(first_wave, problem.num_microbatches):
+            if "greedy_w" not in run.read:
+                mark = (i, run.save())
             if math.isfinite(incumbent) and is_checkpoint(i, problem.num_microbatches) and \
                     cannot_win(run.floor_ends(), run.first, objective, incumbent):
-                return None, frozenset(run.read)
+                return None, frozenset(run.read), fork()
             run.wave(i)
         run.cool_down()
     except (_Infeasible, _CannotWin):
-        return None, frozenset(run.read)
-    return run.result(), frozenset(run.read)
+        return None, frozenset(run.read), fork()
+    return run.result(), frozenset(run.read), fork()
 
 
 class _Run:
@@ -174,6 +212,28 @@ class _Run:
         self.b_end = [[math.nan] * m for _ in range(p)]
         self.codes: list[list[int]] = [[] for _ in range(p)]
         self.read: set[str] = set()  # the flags a decision depended on
+
+    def save(self) -> tuple:
+        """What of the state changes as ops are placed, but the ends and the ops, which
+        are only ever appended to (`resumed` cuts them back)."""
+        return (self.num_f[:], self.num_b[:], self.num_w[:], self.free[:], self.first[:],
+                self.mem[:], self.bubble[:], self.most_bubble, frozenset(self.read))
+
+    def resumed(self, saved: tuple, flags: PaperFlags, incumbent: float) -> _Run:
+        """A run with `flags` (and `incumbent`) in the state this run was in when it
+        `save`d: its ends and ops up to there are this run's, as each is set once."""
+        run = _Run(self.problem, flags, incumbent)
+        num_f, num_b, num_w, free, first, mem, bubble, most, read = saved
+        run.num_f, run.num_b, run.num_w = list(num_f), list(num_b), list(num_w)
+        run.free, run.first, run.mem, run.bubble = list(free), list(first), list(mem), \
+            list(bubble)
+        run.most_bubble, run.read = most, set(read)
+        unset = [math.nan] * self.m
+        run.f_end = [row[:n] + unset[n:] for row, n in zip(self.f_end, num_f, strict=True)]
+        run.b_end = [row[:n] + unset[n:] for row, n in zip(self.b_end, num_b, strict=True)]
+        run.codes = [row[:f + b + w] for row, f, b, w in
+                     zip(self.codes, num_f, num_b, num_w, strict=True)]
+        return run
 
     # Placing one op, after its input (an input not placed yet: the run cannot go on).
 

@@ -291,3 +291,40 @@ def test_paper_flags_a_run_did_not_read_build_it_again(seed: int) -> None:
                     if built is not None and again is not None:
                         assert built.codes == again.codes
     assert copies > 0
+
+
+def _candidates_from_scratch(problem: Problem) -> list[tuple[paper_module.PaperFlags, list]]:
+    """`paper_candidates` without an incumbent, each run from its first op."""
+    done: list[tuple[paper_module.PaperFlags, frozenset[str]]] = []
+    out = []
+    for flags in paper_module.FLAGS:
+        if any(all(getattr(flags, n) == getattr(seen, n) for n in read) for seen, read in done):
+            continue
+        built, read = paper_module._paper_run(problem, flags)
+        done.append((flags, read))
+        if built is not None:
+            out.append((flags, built.codes))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_paper_run_resumed_where_greedy_w_was_first_read_builds_as_from_scratch(
+        seed: int) -> None:
+    # The run with greedy_w flipped resumes from the state its twin had at the start of
+    # the wave where the twin first read the flag; it builds what a run from scratch
+    # builds, so the candidates are the same.
+    problems = _problems(300 + seed, 12) + (_paper_problems() if seed == 0 else [])
+    resumed = 0
+    original = paper_module._Run.resumed
+
+    def counting(self: object, *args: object) -> object:
+        nonlocal resumed
+        resumed += 1
+        return original(self, *args)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(paper_module._Run, "resumed", counting)
+        for problem in problems:
+            got = [(x.flags, x.codes) for x in paper_candidates(problem)]
+            assert got == _candidates_from_scratch(problem)
+    assert resumed > 0
