@@ -33,16 +33,18 @@ def lower_bound(problem: Problem) -> float:
                                  for r in range(problem.num_ranks)))
         return bound
     if problem.num_chunks == 1:
-        bound = max(bound, *(rank_span_bound(problem, r) for r in range(problem.num_ranks)),
-                    *(memory_chain_bound(problem, r) for r in _chain_ranks(problem)))
+        ranks = _longest_trip_ranks(problem)
+        bound = max(bound, *(rank_span_bound(problem, r) for r in ranks),
+                    *(memory_chain_bound(problem, r) for r in ranks))
     return bound
 
 
-def _chain_ranks(problem: Problem) -> list[int]:
-    """The ranks whose `memory_chain_bound` can be the largest (one stage per rank).
+def _longest_trip_ranks(problem: Problem) -> list[int]:
+    """The ranks whose `rank_span_bound` and `memory_chain_bound` can be the largest
+    (one stage per rank).
 
-    That bound reads the rank's own op times, memory and limit, and its round trip, and
-    never falls as the round trip grows (each term is a sum of it with the rest, kept by
+    Both bounds read the rank's own op times, memory and limit, and its round trip, and
+    never fall as the round trip grows (each term is a sum of it with the rest, kept by
     max and min, and the rounding of a float sum never reverses an order). Of the ranks
     alike in all but the round trip, the one with the longest bounds them all: on the
     paper's profiles, one rank instead of p (issue 11: the bound was a tenth of a p=8

@@ -14,7 +14,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from solver.bounds import (
-    _chain_ranks,
+    _longest_trip_ranks,
     _chain_start,
     lower_bound,
     memory_chain_bound,
@@ -224,7 +224,7 @@ def test_memory_chain_bound_skips_only_chains_that_cannot_matter(name: str) -> N
 
 def _lower_bound_every_rank(problem: Problem) -> float:
     """`bounds.lower_bound` (one chunk, alike microbatches) as it was before it kept
-    only the ranks `_chain_ranks` names: every rank's memory chain."""
+    only the ranks `_longest_trip_ranks` names: every rank's bounds."""
     p = problem.num_ranks
     return max(problem.simple_lower_bound, *(rank_span_bound(problem, r) for r in range(p)),
                *(memory_chain_bound(problem, r) for r in range(p)))
@@ -250,7 +250,7 @@ def _alike_stages(rng: random.Random) -> Problem:
 
 
 def test_lower_bound_reads_the_chain_of_the_ranks_that_matter_only() -> None:
-    # Issue 11: `lower_bound` times only the longest round trip's memory chain among
+    # Issue 11: `lower_bound` takes only the longest round trip's rank bounds among
     # ranks alike in all else; its value is every rank's, to the last bit.
     rng = random.Random(11)
     problems = [_alike_stages(rng) for _ in range(300)]
@@ -265,5 +265,5 @@ def test_lower_bound_reads_the_chain_of_the_ranks_that_matter_only() -> None:
             continue
         lower_bound.cache_clear()
         assert lower_bound(problem) == _lower_bound_every_rank(problem), problem
-        pruned += problem.num_ranks - len(_chain_ranks(problem))
+        pruned += problem.num_ranks - len(_longest_trip_ranks(problem))
     assert pruned > 0  # the check above compared something the pruning left out
