@@ -86,10 +86,18 @@ class Decisions:
         """Whether `rule` decides each of them as `own` did."""
         # Before a stage's last F the threshold is the fill: two rules with balance and
         # fills above 0 decide alike, and so do two with the same fill and balance.
-        main_alike = (own[2] and rule[2] and own[0] > 0.0 and rule[0] > 0.0) \
-            or (own[0], own[2]) == (rule[0], rule[2])
-        return (main_alike or all(_stops(rule, *seen) == stop for seen, stop in self.main)) \
-            and all(_stops(rule, *seen) == stop for seen, stop in self.cooldown)
+        fill, _, balance = rule
+        main_alike = (own[2] and balance and own[0] > 0.0 and fill > 0.0) \
+            or (own[0], own[2]) == (fill, balance)
+        if not main_alike:
+            # `_stops` before the last F, inlined (the threshold is the fill): these
+            # decisions are the most, and this runs for every knob the search tries.
+            if balance and fill > 0.0:
+                if any((seen[3] <= seen[5]) != stop for seen, stop in self.main):
+                    return False
+            elif any((seen[3] < fill * seen[4]) != stop for seen, stop in self.main):
+                return False
+        return all(_stops(rule, *seen) == stop for seen, stop in self.cooldown)
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
 
