@@ -460,6 +460,10 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     problem's), the warm-up is copied from it rather than placed op by op. With
     `record`, the build keeps what its W fill decisions saw (`Build.decides_alike`).
     """
+    if forwards is not None and math.isfinite(incumbent) and forwards.covers(knobs.warmup) \
+            and forwards.cannot_win(problem, knobs.warmup, knobs.fused, objective, incumbent):
+        # It would give up at its first checkpoint (and so would any fill rule on it).
+        return _lost("cannot win", knobs, Decisions() if record else None)
     p, m = problem.num_ranks, problem.num_microbatches
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
     t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w

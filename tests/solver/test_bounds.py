@@ -14,8 +14,8 @@ import pytest
 from ortools.sat.python import cp_model
 
 from solver.bounds import (
-    _longest_trip_ranks,
     _chain_start,
+    _longest_trip_ranks,
     lower_bound,
     memory_chain_bound,
     rank_span_bound,

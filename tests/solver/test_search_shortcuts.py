@@ -328,3 +328,24 @@ def test_a_paper_run_resumed_where_greedy_w_was_first_read_builds_as_from_scratc
             got = [(x.flags, x.codes) for x in paper_candidates(problem)]
             assert got == _candidates_from_scratch(problem)
     assert resumed > 0
+
+
+def test_a_build_its_warm_up_dooms_is_not_built() -> None:
+    # `Forwards.cannot_win` reads the floor off the forwards-only table before a build
+    # allocates anything: where it says so, the whole build cannot beat the bar.
+    cut = 0
+    for problem in _problems(400, 30) + _paper_problems():
+        forwards = forwards_only(problem, min(problem.num_microbatches,
+                                              max(memory_caps(problem))))
+        full = {knobs: build(problem, knobs, forwards=forwards) for knobs in _knobs(problem)}
+        costs = sorted(x.cost for x in full.values() if math.isfinite(x.cost))
+        if not costs:
+            continue
+        for bar in (costs[0], costs[len(costs) // 2]):
+            for knobs, whole in full.items():
+                if forwards.covers(knobs.warmup) and forwards.cannot_win(
+                        problem, knobs.warmup, knobs.fused, "cost", bar):
+                    cut += 1
+                    assert whole.cost >= bar - MARGIN
+                    assert math.isinf(build(problem, knobs, bar, forwards=forwards).cost)
+    assert cut > 0
