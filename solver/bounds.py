@@ -33,9 +33,31 @@ def lower_bound(problem: Problem) -> float:
                                  for r in range(problem.num_ranks)))
         return bound
     if problem.num_chunks == 1:
-        bound = max(bound, *(rank_span_bound(problem, r) for r in range(problem.num_ranks)),
-                    *(memory_chain_bound(problem, r) for r in range(problem.num_ranks)))
+        ranks = _longest_trip_ranks(problem)
+        bound = max(bound, *(rank_span_bound(problem, r) for r in ranks),
+                    *(memory_chain_bound(problem, r) for r in ranks))
     return bound
+
+
+def _longest_trip_ranks(problem: Problem) -> list[int]:
+    """The ranks whose `rank_span_bound` and `memory_chain_bound` can be the largest
+    (one stage per rank).
+
+    Both bounds read the rank's own op times, memory and limit, and its round trip, and
+    never fall as the round trip grows (each term is a sum of it with the rest, kept by
+    max and min, and the rounding of a float sum never reverses an order). Of the ranks
+    alike in all but the round trip, the one with the longest bounds them all: on the
+    paper's profiles, one rank instead of p (issue 11: the bound was a tenth of a p=8
+    solve).
+    """
+    longest: dict[tuple[float, ...], tuple[float, int]] = {}
+    for r in range(problem.num_ranks):
+        alike = (problem.t_f[r], problem.t_b[r], problem.t_w[r], problem.m_b[r],
+                 problem.m_w[r], problem.memory_limit[r])
+        trip = round_trip(problem, r)
+        if alike not in longest or trip > longest[alike][0]:
+            longest[alike] = (trip, r)
+    return [r for _, r in longest.values()]
 
 
 def round_trip(problem: Problem, stage: int) -> float:

@@ -34,10 +34,12 @@ def stage_floors(free: Sequence[float], num_f: Sequence[int], num_b: Sequence[in
                  num_w: Sequence[int], f_end: Sequence[Sequence[float]],
                  b_end: Sequence[Sequence[float]], t_f: Sequence[float],
                  t_b: Sequence[float], t_w: Sequence[float], t_comm: Sequence[float],
-                 fused: Sequence[bool] | None = None) -> list[float]:
+                 fused: Sequence[bool] | None = None,
+                 num_microbatches: int | None = None) -> list[float]:
     """Per stage (= rank), a time it cannot end before, for a single-chunk build that has
     placed `num_f`, `num_b`, `num_w` ops of each kind (in microbatch order) and whose
-    stage clocks are at `free`; `f_end`, `b_end`: the ends of the placed Fs and Bs.
+    stage clocks are at `free`; `f_end`, `b_end`: the ends of the placed Fs and Bs (a
+    row per stage, as long as `num_microbatches`, which is their length if not given).
 
     Two floors, the larger holds: the clock plus the work still owed; and the end of the
     last B, whose chain runs through the last F of every stage down the pipeline and the
@@ -45,7 +47,8 @@ def stage_floors(free: Sequence[float], num_f: Sequence[int], num_b: Sequence[in
     owes before it), followed by its W. With `fused` stages a backward is a BW (B and W
     in one op, no W after it).
     """
-    p, m = len(free), len(f_end[0])
+    p = len(free)
+    m = len(f_end[0]) if num_microbatches is None else num_microbatches
     # (Conditional expressions rather than max(): this runs at every checkpoint.)
     last_f = 0.0  # no earlier than F(j, m-1) ends, down the pipeline
     for j in range(p):

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
+from pydantic import BaseModel
+
 from solver.lanes import has_policy_ops
 from solver.ops import FBOp, Op, lane_of, policy_of
 from solver.profile import Profile
@@ -61,9 +63,7 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
     # DESIGN.md 6.3: O/L name their copy lane and a non-keep activation's ops its policy;
     # a keep-only schedule gets neither field, so its JSON is section 4's exactly.
     if not has_policy_ops(sim.order):  # no lane, no policy: the common case, per op
-        ranks = [[scheduled_op(op, start, end)
-                  for op, start, end in zip(ops, sim.start[r], sim.end[r], strict=True)]
-                 for r, ops in enumerate(sim.order)]
+        ranks = [_rank_ops(ops, sim.start[r], sim.end[r]) for r, ops in enumerate(sim.order)]
     else:
         policy = policy_of(sim.order)
         copy_lanes = profile.copy_lanes
@@ -85,6 +85,33 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
 _OP_FIELDS = set(ScheduledOp.model_fields)
 _new = object.__new__
 _set = object.__setattr__
+# BaseModel's slots, set through their descriptors: `object.__setattr__` looks them up
+# by name at every call.
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def _rank_ops(ops: Sequence[Op], starts: Sequence[float | None],
+              ends: Sequence[float | None]) -> list[ScheduledOp]:
+    """`scheduled_op` of each of a rank's ops (no lane, no policy), inlined for plain ops:
+    the Schedule's ops were a sixth of a p=8 solve (issue 11)."""
+    out = []
+    fields = _OP_FIELDS
+    for op, start, end in zip(ops, starts, ends, strict=True):
+        if type(op) is not Op:
+            out.append(scheduled_op(op, start, end))
+            continue
+        kind, stage, microbatch = op
+        made = _new(ScheduledOp)
+        _set(made, "__dict__", {"kind": kind, "stage": stage, "microbatch": microbatch,
+                                "start": start, "end": end, "stage_b": None,
+                                "microbatch_b": None, "lane": None, "policy": None})
+        _set_fields_set(made, fields.copy())
+        _set_extra(made, {})
+        _set_private(made, None)
+        out.append(made)
+    return out
 
 
 def scheduled_op(op: Op, start: float | None, end: float | None, lane: Lane | None = None,

@@ -86,10 +86,18 @@ class Decisions:
         """Whether `rule` decides each of them as `own` did."""
         # Before a stage's last F the threshold is the fill: two rules with balance and
         # fills above 0 decide alike, and so do two with the same fill and balance.
-        main_alike = (own[2] and rule[2] and own[0] > 0.0 and rule[0] > 0.0) \
-            or (own[0], own[2]) == (rule[0], rule[2])
-        return (main_alike or all(_stops(rule, *seen) == stop for seen, stop in self.main)) \
-            and all(_stops(rule, *seen) == stop for seen, stop in self.cooldown)
+        fill, _, balance = rule
+        main_alike = (own[2] and balance and own[0] > 0.0 and fill > 0.0) \
+            or (own[0], own[2]) == (fill, balance)
+        if not main_alike:
+            # `_stops` before the last F, inlined (the threshold is the fill): these
+            # decisions are the most, and this runs for every knob the search tries.
+            if balance and fill > 0.0:
+                if any((seen[3] <= seen[5]) != stop for seen, stop in self.main):
+                    return False
+            elif any((seen[3] < fill * seen[4]) != stop for seen, stop in self.main):
+                return False
+        return all(_stops(rule, *seen) == stop for seen, stop in self.cooldown)
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
 
@@ -452,6 +460,10 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
     problem's), the warm-up is copied from it rather than placed op by op. With
     `record`, the build keeps what its W fill decisions saw (`Build.decides_alike`).
     """
+    if forwards is not None and math.isfinite(incumbent) and forwards.covers(knobs.warmup) \
+            and forwards.cannot_win(problem, knobs.warmup, knobs.fused, objective, incumbent):
+        # It would give up at its first checkpoint (and so would any fill rule on it).
+        return _lost("cannot win", knobs, Decisions() if record else None)
     p, m = problem.num_ranks, problem.num_microbatches
     t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
     t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w
@@ -534,20 +546,23 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             if ready - clock > _EPS and x > 0 and num_w[j] < num_b[j]:
                 fill_gap(j, ready)
                 clock = free[j]
-            start = clock if clock > ready else ready
             if x == 0:
-                first[j] = start
-            elif start > clock:
-                wait(j, start)
-            free[j] = f_end[j][x] = start + t_f[j]
+                first[j] = clock = clock if clock > ready else ready
+            elif ready > clock:
+                wait(j, ready)
+                clock = ready
+            free[j] = f_end[j][x] = clock + t_f[j]
             mem[j] += m_b[j]
             num_f[j] = x + 1
             codes[j].append(x)
 
+    last = p - 1
+    held_by_b = [w - b for w, b in zip(m_w, m_b, strict=True)]  # what a B adds
+
     def put_bs(stages: Iterable[int]) -> None:  # the next B (or BW) of each stage
         for j in stages:
             x = num_b[j]
-            ready = b_end[j + 1][x] + t_comm[j] if j < p - 1 else f_end[j][x]
+            ready = b_end[j + 1][x] + t_comm[j] if j < last else f_end[j][x]
             if fused[j]:  # BW: frees m_b at its end, owes no W
                 start = free[j] if free[j] > ready else ready
                 if start > free[j]:
@@ -563,11 +578,11 @@ def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
             if ready - clock > _EPS and num_w[j] < x:
                 fill_gap(j, ready)
                 clock = free[j]
-            start = clock if clock > ready else ready
-            if start > clock:
-                wait(j, start)
-            free[j] = b_end[j][x] = start + t_b[j]
-            mem[j] += m_w[j] - m_b[j]
+            if ready > clock:
+                wait(j, ready)
+                clock = ready
+            free[j] = b_end[j][x] = clock + t_b[j]
+            mem[j] += held_by_b[j]
             num_b[j] = x + 1
             codes[j].append(m + x)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from solver import early_stop
+from solver.early_stop import stage_floors
 from solver.profile import Problem
 
 _EPS = 1e-9
@@ -53,6 +55,21 @@ class Forwards:
             codes[j].extend(range(count))
             over = over or count > self.fits[j]
         return over
+
+    def cannot_win(self, problem: Problem, warmup: tuple[int, ...], fused: tuple[bool, ...],
+                   objective: str, incumbent: float) -> bool:
+        """Whether a build with these warm-up counts (`covers` must hold) cannot beat
+        `incumbent` once its warm-up is placed, by the floor a build checks at its
+        checkpoints (`early_stop.stage_floors`), read off this table before the build
+        allocates anything (issue 11: at p=8 the drain alone, the last microbatch's
+        chain down and back up after the work each stage owes, stops most of the
+        warm-up refinement's builds there)."""
+        p = len(warmup)
+        free = [row[k - 1] for row, k in zip(self.f_end, warmup, strict=True)]
+        ends = stage_floors(free, warmup, [0] * p, [0] * p, self.f_end, (), problem.t_f,
+                            problem.t_b, problem.t_w, problem.t_comm, fused or None,
+                            num_microbatches=problem.num_microbatches)
+        return early_stop.cannot_win(ends, self.first, objective, incumbent)
 
     def covers(self, warmup: tuple[int, ...]) -> bool:
         """Whether a build with these warm-up counts places a copy of these forwards."""

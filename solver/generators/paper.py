@@ -26,10 +26,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
-from solver.early_stop import cannot_win, is_checkpoint, stage_floors
+from solver.early_stop import cannot_win, idle_cap, is_checkpoint, stage_floors
 from solver.generators import Orders
 from solver.ops import Kind, Op
 from solver.profile import Problem
@@ -77,6 +77,10 @@ class _Infeasible(Exception):
     """The run cannot continue (memory, or an op before its input): not a candidate."""
 
 
+class _CannotWin(Exception):
+    """A stage of the run has idled so long that its span alone loses (`idle_cap`)."""
+
+
 def paper_candidates(problem: Problem, objective: str = "cost",
                      incumbent: Callable[[], float] | None = None,
                      ) -> Iterator[PaperBuild]:
@@ -91,12 +95,17 @@ def paper_candidates(problem: Problem, objective: str = "cost",
     one it copies up to where that one gave up, and given up there too.
     """
     done: list[tuple[PaperFlags, frozenset[str]]] = []
+    forks: dict[PaperFlags, _Fork] = {}
     for flags in FLAGS:
         if any(all(getattr(flags, name) == getattr(seen, name) for name in read)
                for seen, read in done):
             continue
         bar = incumbent() if incumbent is not None else math.inf
-        built, read = _paper_run(problem, flags, objective, bar)
+        fork = forks.pop(flags, None)
+        start = fork.resumed(flags, bar) if fork is not None else None
+        built, read, fork = _run_from(problem, flags, objective, bar, start)
+        if fork is not None:
+            forks[replace(flags, greedy_w=not flags.greedy_w)] = fork
         done.append((flags, read))
         if built is not None:
             yield built
@@ -122,20 +131,53 @@ def _paper_run(problem: Problem, flags: PaperFlags, objective: str = "cost",
                incumbent: float = math.inf) -> tuple[PaperBuild | None, frozenset[str]]:
     """One run and the names of the flags it read (None: it does not fit the limit, or
     it cannot beat a finite `incumbent`)."""
+    built, read, _ = _run_from(problem, flags, objective, incumbent)
+    return built, read
+
+
+@dataclass(frozen=True)
+class _Fork:
+    """Where a run first read `greedy_w`: the wave it was in, the run's state at that
+    wave's start (`_Run.save`) and the run itself, finished. The run with greedy_w
+    flipped is the same up to there (issue 11: the flag is first read about 60% into a
+    run at p=16, m=48, so it resumes there instead of starting over)."""
+
+    wave: int
+    saved: tuple
+    run: _Run
+
+    def resumed(self, flags: PaperFlags, incumbent: float) -> tuple[int, _Run]:
+        return self.wave, self.run.resumed(self.saved, flags, incumbent)
+
+
+def _run_from(problem: Problem, flags: PaperFlags, objective: str = "cost",
+              incumbent: float = math.inf, start: tuple[int, _Run] | None = None,
+              ) -> tuple[PaperBuild | None, frozenset[str], _Fork | None]:
+    """`_paper_run`, from the start or from `start` (a wave and a run in the state at its
+    start), and where it first read `greedy_w` (None if it never did, or in its warm-up).
+    """
     if problem.num_chunks != 1:
-        return None, frozenset()
-    run = _Run(problem, flags)
+        return None, frozenset(), None
+    first_wave, run = start if start is not None else (1, _Run(problem, flags, incumbent))
+    mark: tuple[int, tuple] | None = None  # the last wave start before greedy_w was read
+
+    def fork() -> _Fork | None:
+        return _Fork(mark[0], mark[1], run) if mark and "greedy_w" in run.read else None
+
     try:
-        run.warm_up()
-        for i in range(1, problem.num_microbatches):
+        if start is None:
+            run.warm_up()
+        for i in range(first_wave, problem.num_microbatches):
+            if "greedy_w" not in run.read:
+                mark = (i, run.save())
             if math.isfinite(incumbent) and is_checkpoint(i, problem.num_microbatches) and \
                     cannot_win(run.floor_ends(), run.first, objective, incumbent):
-                return None, frozenset(run.read)
+                return None, frozenset(run.read), fork()
             run.wave(i)
         run.cool_down()
-    except _Infeasible:
-        return None, frozenset(run.read)
-    return run.result(), frozenset(run.read)
+    except (_Infeasible, _CannotWin):
+        return None, frozenset(run.read), fork()
+    return run.result(), frozenset(run.read), fork()
 
 
 class _Run:
@@ -146,7 +188,8 @@ class _Run:
     largest bubble is kept as it grows instead of recomputed.
     """
 
-    def __init__(self, problem: Problem, flags: PaperFlags) -> None:
+    def __init__(self, problem: Problem, flags: PaperFlags,
+                 incumbent: float = math.inf) -> None:
         self.problem, self.flags = problem, flags
         p, m = problem.num_ranks, problem.num_microbatches
         self.p, self.m = p, m
@@ -160,10 +203,37 @@ class _Run:
         self.mem = [0.0] * p
         self.bubble = [0.0] * p  # idle time since the stage's first F
         self.most_bubble = 0.0  # max(bubble): bubbles only grow, so kept as they do
+        # A stage's span is its op time plus its bubble: past `idle_cap` the run loses
+        # (issue 11: the second pass's runs that lose by a hair ran to the end before).
+        cap = idle_cap(incumbent)
+        self.bubble_cap = [cap - m * (problem.t_f[j] + problem.t_b[j] + problem.t_w[j])
+                           for j in range(p)]
         self.f_end = [[math.nan] * m for _ in range(p)]
         self.b_end = [[math.nan] * m for _ in range(p)]
         self.codes: list[list[int]] = [[] for _ in range(p)]
         self.read: set[str] = set()  # the flags a decision depended on
+
+    def save(self) -> tuple:
+        """What of the state changes as ops are placed, but the ends and the ops, which
+        are only ever appended to (`resumed` cuts them back)."""
+        return (self.num_f[:], self.num_b[:], self.num_w[:], self.free[:], self.first[:],
+                self.mem[:], self.bubble[:], self.most_bubble, frozenset(self.read))
+
+    def resumed(self, saved: tuple, flags: PaperFlags, incumbent: float) -> _Run:
+        """A run with `flags` (and `incumbent`) in the state this run was in when it
+        `save`d: its ends and ops up to there are this run's, as each is set once."""
+        run = _Run(self.problem, flags, incumbent)
+        num_f, num_b, num_w, free, first, mem, bubble, most, read = saved
+        run.num_f, run.num_b, run.num_w = list(num_f), list(num_b), list(num_w)
+        run.free, run.first, run.mem, run.bubble = list(free), list(first), list(mem), \
+            list(bubble)
+        run.most_bubble, run.read = most, set(read)
+        unset = [math.nan] * self.m
+        run.f_end = [row[:n] + unset[n:] for row, n in zip(self.f_end, num_f, strict=True)]
+        run.b_end = [row[:n] + unset[n:] for row, n in zip(self.b_end, num_b, strict=True)]
+        run.codes = [row[:f + b + w] for row, f, b, w in
+                     zip(self.codes, num_f, num_b, num_w, strict=True)]
+        return run
 
     # Placing one op, after its input (an input not placed yet: the run cannot go on).
 
@@ -174,6 +244,8 @@ class _Run:
             bubble = self.bubble[j] = self.bubble[j] + (start - free)
             if bubble > self.most_bubble:
                 self.most_bubble = bubble
+            if bubble > self.bubble_cap[j]:
+                raise _CannotWin
         else:
             self.first[j] = start
         return start
@@ -247,11 +319,14 @@ class _Run:
         for j in range(p - 2, -1, -1):
             mem, clock, arrive = self.mem[j], self.free[j], last + pr.t_comm[j]
             while 1 + extra[j] < m and mem + pr.m_b[j] <= pr.memory_limit[j] + _EPS:
-                self.read.add("overfill")
-                if self.flags.overfill:
-                    if clock + pr.t_f[j] > arrive + _EPS:
-                        break
-                elif clock >= arrive - _EPS:
+                # With overfill the warm-up ends once an F would end after the arrival;
+                # without, once the rank is there. Only where the two differ is the flag
+                # read (a run that agrees at every such point is the other's copy).
+                stop_overfill = clock + pr.t_f[j] > arrive + _EPS
+                stop_plain = clock >= arrive - _EPS
+                if stop_overfill != stop_plain:
+                    self.read.add("overfill")
+                if stop_overfill if self.flags.overfill else stop_plain:
                     break
                 mem += pr.m_b[j]
                 clock += pr.t_f[j]
@@ -273,10 +348,12 @@ class _Run:
         p, m, num_f = self.p, self.m, self.num_f
         take = [num_f[j] < m for j in range(p)]
         for j in range(p - 1):
-            if take[j] and num_f[j] >= num_f[j + 1] + 2:
+            # With b_first the stage skips its F where `_f_before_b` says so; only
+            # there does the flag decide (it is read whatever the flag, to know that).
+            if take[j] and num_f[j] >= num_f[j + 1] + 2 and not self._f_before_b(j):
                 self.read.add("b_first")
                 if self.flags.b_first:
-                    take[j] = self._f_before_b(j)
+                    take[j] = False
         for j in range(p - 2, -1, -1):
             take[j] = take[j] and take[j + 1]
         for j in range(p):

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 from ortools.sat.python import cp_model
 
-from solver.bounds import _chain_start, lower_bound, memory_chain_bound, round_trip
+from solver.bounds import (
+    _chain_start,
+    _longest_trip_ranks,
+    lower_bound,
+    memory_chain_bound,
+    rank_span_bound,
+    round_trip,
+)
 from solver.cpsat import solve_cpsat
 from solver.errors import SolverError
 from solver.exact import SCOPE_ALL, SCOPE_FIFO, checked_bound
@@ -213,3 +220,50 @@ def test_memory_chain_bound_skips_only_chains_that_cannot_matter(name: str) -> N
             problem = dataclasses.replace(problem, num_microbatches=64)
         for r in range(problem.num_ranks):
             assert memory_chain_bound(problem, r) == _memory_chain_bound_in_full(problem, r)
+
+
+def _lower_bound_every_rank(problem: Problem) -> float:
+    """`bounds.lower_bound` (one chunk, alike microbatches) as it was before it kept
+    only the ranks `_longest_trip_ranks` names: every rank's bounds."""
+    p = problem.num_ranks
+    return max(problem.simple_lower_bound, *(rank_span_bound(problem, r) for r in range(p)),
+               *(memory_chain_bound(problem, r) for r in range(p)))
+
+
+def _alike_stages(rng: random.Random) -> Problem:
+    """A profile whose stages are alike but for some (each its latency), so that several
+    ranks share all the chain bound reads but their round trip."""
+    p, m = rng.randint(2, 9), rng.randint(1, 40)
+    t_f, t_b, t_w = (round(rng.uniform(0.5, 2.0), 2) for _ in range(3))
+    m_b = rng.choice([1.0, 0.7])
+    odd = rng.randrange(p)  # one stage may differ
+
+    def alike(value: float, scale: float) -> list[float]:
+        return [round(value * scale, 2) if s == odd else value for s in range(p)]
+
+    return parse_profile({
+        "num_ranks": p, "num_microbatches": m, "t_f": alike(t_f, rng.choice([1.0, 1.2])),
+        "t_b": alike(t_b, 1.0), "t_w": alike(t_w, rng.choice([1.0, 0.8])),
+        "t_comm": [rng.choice([0.0, 0.1, 0.3]) for _ in range(p - 1)],
+        "m_b": m_b, "m_w": round(m_b * rng.choice([0.0, 0.45, 1.0, 1.5]), 3),
+        "memory_limit": rng.choice([None, m_b * rng.randint(1, 2 * p)])}).problem
+
+
+def test_lower_bound_reads_the_chain_of_the_ranks_that_matter_only() -> None:
+    # Issue 11: `lower_bound` takes only the longest round trip's rank bounds among
+    # ranks alike in all else; its value is every rank's, to the last bit.
+    rng = random.Random(11)
+    problems = [_alike_stages(rng) for _ in range(300)]
+    for path in sorted(PROFILES.glob("*.json")):
+        data = json.loads(path.read_text())
+        for k in (0.25, 0.5, 0.75, 1, 1.5, 2) if data["memory_limit"] is not None else (1,):
+            limit = None if data["memory_limit"] is None else data["memory_limit"] * k
+            problems.append(parse_profile({**data, "memory_limit": limit}).problem)
+    pruned = 0
+    for problem in problems:
+        if problem.num_chunks != 1 or not problem.uniform_microbatches:
+            continue
+        lower_bound.cache_clear()
+        assert lower_bound(problem) == _lower_bound_every_rank(problem), problem
+        pruned += problem.num_ranks - len(_longest_trip_ranks(problem))
+    assert pruned > 0  # the check above compared something the pruning left out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.emit import schedule_from_orders, scheduled_op
+from solver.emit import _rank_ops, schedule_from_orders, scheduled_op
 from solver.ops import FBOp, Op
 from solver.profile import parse_profile
 from solver.schedule import ScheduledOp, parse_schedule
@@ -29,6 +29,18 @@ def test_scheduled_op_equals_the_validated_construction(op: Op, start: float | N
     assert fast.model_dump_json() == validated.model_dump_json()
     assert fast.op == op
     assert fast == ScheduledOp.model_construct(**fields)
+
+
+def test_a_rank_of_ops_is_built_as_op_by_op() -> None:
+    # The inlined loop of `_rank_ops` (plain ops) builds what `scheduled_op` builds, FBs
+    # among them, each op with its own set of fields.
+    ops, starts, ends = (list(x) for x in zip(*_OPS, strict=True))
+    built = _rank_ops(ops, starts, ends)
+    one_by_one = [scheduled_op(op, start, end) for op, start, end in _OPS]
+    assert built == one_by_one
+    assert [x.model_dump_json() for x in built] == [x.model_dump_json() for x in one_by_one]
+    assert [x.model_fields_set for x in built] == [x.model_fields_set for x in one_by_one]
+    assert len({id(x.model_fields_set) for x in built}) == len(built)
 
 
 def test_a_solved_schedule_round_trips_through_validation() -> None:

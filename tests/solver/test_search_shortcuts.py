@@ -252,3 +252,100 @@ def test_a_copied_warm_up_builds_the_same(seed: int) -> None:
                 assert copied.orders == placed.orders
     # Counts that grow down the pipeline read forwards no warm-up placed: not copied.
     assert not forwards.covers((1, 2)) and not forwards.covers((0, 0))
+
+
+def test_a_paper_run_gives_up_when_a_stage_idles_too_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # With no checkpoint at all, a losing paper run still gives up once a stage has
+    # idled past the incumbent (`idle_cap`); the runs that win are the full runs.
+    monkeypatch.setattr(paper_module, "is_checkpoint", lambda *args: False)
+    stopped = 0
+    for problem in _paper_problems():
+        runs = [paper_module.paper_build(problem, flags) for flags in paper_module.FLAGS]
+        costs = [run.cost for run in runs if run is not None]
+        bar = sorted(costs)[len(costs) // 2]  # the median run's cost: some lose
+        for flags, full in zip(paper_module.FLAGS, runs, strict=True):
+            against, _ = paper_module._paper_run(problem, flags, "cost", bar)
+            if against is None and full is not None:
+                stopped += 1
+                assert full.cost >= bar - MARGIN  # it could not have won
+            elif full is not None and full.cost < bar - MARGIN:
+                assert against is not None and against.codes == full.codes
+    assert stopped > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_paper_flags_a_run_did_not_read_build_it_again(seed: int) -> None:
+    # A flag is read only where flipping it changes a decision: a combination that
+    # agrees with a run on every flag that run read builds the very same orders.
+    problems = _problems(200 + seed, 12) + (_paper_problems() if seed == 0 else [])
+    copies = 0
+    for problem in problems:
+        runs = {flags: paper_module._paper_run(problem, flags) for flags in paper_module.FLAGS}
+        for flags, (built, read) in runs.items():
+            for other, (again, _) in runs.items():
+                if other != flags and all(getattr(flags, name) == getattr(other, name)
+                                          for name in read):
+                    copies += 1
+                    assert (built is None) == (again is None)
+                    if built is not None and again is not None:
+                        assert built.codes == again.codes
+    assert copies > 0
+
+
+def _candidates_from_scratch(problem: Problem) -> list[tuple[paper_module.PaperFlags, list]]:
+    """`paper_candidates` without an incumbent, each run from its first op."""
+    done: list[tuple[paper_module.PaperFlags, frozenset[str]]] = []
+    out = []
+    for flags in paper_module.FLAGS:
+        if any(all(getattr(flags, n) == getattr(seen, n) for n in read) for seen, read in done):
+            continue
+        built, read = paper_module._paper_run(problem, flags)
+        done.append((flags, read))
+        if built is not None:
+            out.append((flags, built.codes))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_paper_run_resumed_where_greedy_w_was_first_read_builds_as_from_scratch(
+        seed: int) -> None:
+    # The run with greedy_w flipped resumes from the state its twin had at the start of
+    # the wave where the twin first read the flag; it builds what a run from scratch
+    # builds, so the candidates are the same.
+    problems = _problems(300 + seed, 12) + (_paper_problems() if seed == 0 else [])
+    resumed = 0
+    original = paper_module._Run.resumed
+
+    def counting(self: object, *args: object) -> object:
+        nonlocal resumed
+        resumed += 1
+        return original(self, *args)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(paper_module._Run, "resumed", counting)
+        for problem in problems:
+            got = [(x.flags, x.codes) for x in paper_candidates(problem)]
+            assert got == _candidates_from_scratch(problem)
+    assert resumed > 0
+
+
+def test_a_build_its_warm_up_dooms_is_not_built() -> None:
+    # `Forwards.cannot_win` reads the floor off the forwards-only table before a build
+    # allocates anything: where it says so, the whole build cannot beat the bar.
+    cut = 0
+    for problem in _problems(400, 30) + _paper_problems():
+        forwards = forwards_only(problem, min(problem.num_microbatches,
+                                              max(memory_caps(problem))))
+        full = {knobs: build(problem, knobs, forwards=forwards) for knobs in _knobs(problem)}
+        costs = sorted(x.cost for x in full.values() if math.isfinite(x.cost))
+        if not costs:
+            continue
+        for bar in (costs[0], costs[len(costs) // 2]):
+            for knobs, whole in full.items():
+                if forwards.covers(knobs.warmup) and forwards.cannot_win(
+                        problem, knobs.warmup, knobs.fused, "cost", bar):
+                    cut += 1
+                    assert whole.cost >= bar - MARGIN
+                    assert math.isinf(build(problem, knobs, bar, forwards=forwards).cost)
+    assert cut > 0
