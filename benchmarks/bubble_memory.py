@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bubble_table import with_limit_multiple
+from benchmarks.markdown_table import markdown_table
 from solver.bounds import lower_bound
 from solver.chunking import with_chunks
 from solver.cpsat import solve_cpsat_phased
@@ -146,8 +147,7 @@ def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
     if derived:
         lines += ["", f"The {', '.join(derived)} profiles are derived from the paper's "
                   "configurations, not measured."]
-    lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
+    lines += ["", *markdown_table(rows)]
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
     plot(rows, profiles, RESULTS / f"{stem}.png")
 

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bubble_table import with_limit_multiple
+from benchmarks.markdown_table import markdown_table
 from solver.cpsat import solve_cpsat_phased
 from solver.profile import load_profile
 from solver.solve import heuristic_orders
@@ -83,12 +84,6 @@ def run_deterministic(name: str, multiple: float) -> dict[str, object]:
             "status": result.status, "wall s": f"{time.perf_counter() - began:.1f}"}
 
 
-def table(rows: list[dict[str, object]]) -> list[str]:
-    keys = list(rows[0])
-    return ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys),
-            *("| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5, help="wall-time runs of the command")
@@ -113,14 +108,14 @@ def main() -> None:
         f"target (cost <= {TARGET_COST}, proven or a gap under {TARGET_GAP:.0%}) was met "
         f"{met} times of {args.runs}. The solver bound holds over FIFO orders.",
         "",
-        *table(wall_rows),
+        *markdown_table(wall_rows),
         "",
         f"Deterministic time: from the single-chunk heuristic, CP-SAT on one worker, seed "
         f"0, {BUDGET:g} s of its deterministic time (repeats exactly on any load); the "
         "limit as a multiple of the profile's own (p * m_b for the gpt profiles; "
         "hetero-p8-m32's is about 2p).",
         "",
-        *table(det_rows),
+        *markdown_table(det_rows),
     ]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ilp_tight_memory.md").write_text("\n".join(lines) + "\n")

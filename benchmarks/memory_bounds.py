@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bubble_table import with_limit_multiple
+from benchmarks.markdown_table import markdown_table
 from solver.bounds import lower_bound
 from solver.cpsat import solve_cpsat_phased
 from solver.memory_relaxation import relaxation_runs
@@ -98,7 +99,6 @@ def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
           load_before: float, load_after: float, quick: bool) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "memory_bounds_quick" if quick else "memory_bounds"
-    columns = list(rows[0])
     derived = [p for p in profiles if p.startswith(DERIVED)]
     lines = [
         f"Lower bounds on the cost where memory binds (one chunk per rank); machine: "
@@ -123,8 +123,7 @@ def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
     if derived:
         lines += ["", f"The {', '.join(derived)} profiles are derived from the paper's "
                   "configurations, not measured."]
-    lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
+    lines += ["", *markdown_table(rows)]
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
 
