@@ -113,7 +113,7 @@ def scale(problem: Problem) -> Scaled:
         times = op_times + [x for row in problem.t_comm_mb for x in row]
         num_zero = sum(1 for t in op_times if t == 0)
     num_ops = 3 * problem.num_stages * m
-    exact_scale = _exact_scale(times)
+    exact_scale = decimal_scale(times)
     # Error in ticks along the longest possible path: ops and latencies rounded by at
     # most half a tick each (none when exact), zero-time ops stretched by a tick.
     num_latencies = 2 * (problem.num_stages - 1) * m  # F down and B up, per boundary
@@ -132,8 +132,9 @@ def scale(problem: Problem) -> Scaled:
     else:  # the per-stage means are representative only: no model reads them as memory
         memory = [x for matrix in (problem.m_b_mb, problem.m_w_mb) for row in matrix
                   for x in row] + limits
-    memory_scale = _exact_scale(memory) or 10 ** _MAX_DECIMALS
-    exact_memory = _exact_scale(memory) is not None
+    exact_memory_scale = decimal_scale(memory)
+    memory_scale = exact_memory_scale or 10 ** _MAX_DECIMALS
+    exact_memory = exact_memory_scale is not None
     rounding_up = round if exact_memory else math.ceil
 
     def op_ticks(matrix: tuple[tuple[float, ...], ...]) -> tuple[tuple[int, ...], ...]:
@@ -165,7 +166,7 @@ def scale(problem: Problem) -> Scaled:
     )
 
 
-def _exact_scale(values: Sequence[float]) -> int | None:
+def decimal_scale(values: Sequence[float]) -> int | None:
     """The smallest 10^k (k <= 6) making every value whole, or None."""
     for k in range(_MAX_DECIMALS + 1):
         factor = 10 ** k

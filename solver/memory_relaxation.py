@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from solver.bounds import memory_chain_bound, rank_span_bound, round_trip
-from solver.exact import _exact_scale
+from solver.exact import decimal_scale
 from solver.policy_fields import policy_fields
 from solver.profile import Problem
 
@@ -71,8 +71,8 @@ def safe_scale(problem: Problem, rank: int) -> SafeScale:
     s = rank
     times = [problem.t_f[s], problem.t_b[s], problem.t_w[s], round_trip(problem, s)]
     memory = [problem.m_b[s], problem.m_w[s], problem.memory_limit[rank]]
-    time_scale = _exact_scale(times) or _MAX_TIME_SCALE
-    memory_scale = _exact_scale(memory) or _MAX_MEMORY_SCALE
+    time_scale = decimal_scale(times) or _MAX_TIME_SCALE
+    memory_scale = decimal_scale(memory) or _MAX_MEMORY_SCALE
     return SafeScale(min(time_scale, _MAX_TIME_SCALE), min(memory_scale, _MAX_MEMORY_SCALE))
 
 
