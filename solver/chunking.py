@@ -58,8 +58,10 @@ def with_chunks(profile: Profile, num_chunks: int, placement: str | None) -> Pro
     if isinstance(t_comm, list):
         last = len(t_comm) - 1
         # New boundary b sits between new stages b and b+1, inside old stage b // v when
-        # (b + 1) % v != 0, else on old boundary (b + 1) // v - 1.
-        data["t_comm"] = [t_comm[min(b // v, last)] for b in range(profile.num_ranks * v - 1)]
+        # (b + 1) % v != 0, else on old boundary (b + 1) // v - 1. One rank has no
+        # boundary to copy: its new ones all lie on the rank, without latency.
+        data["t_comm"] = [t_comm[min(b // v, last)] if t_comm else 0.0
+                          for b in range(profile.num_ranks * v - 1)]
     data["num_chunks"] = v
     data["placement"] = placement
     if profile.name:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from solver.profile import Problem
 # limit by (1 + 2 _FUZZ) (see `SafeScale`).
 _FUZZ = 1e-9
 # The simulator lets a rank hold this much over its limit (solver/simulator.py).
-_MEMORY_EPS = 1e-9
+MEMORY_EPS = 1e-9
 # Scales tried for the exact case, then the one used otherwise (rounding down then loses
 # less than one tick per op, at most 1e-4 time units).
 _MAX_TIME_SCALE = 10**4
@@ -62,15 +63,20 @@ class SafeScale:
     def capacity(self, limit: float) -> int:
         """A rank's limit in units, at least any sum of `demand` that fits the real
         limit (plus the simulator's tolerance)."""
-        return math.floor((limit + _MEMORY_EPS) * self.memory_scale * (1 + 2 * _FUZZ))
+        return math.floor((limit + MEMORY_EPS) * self.memory_scale * (1 + 2 * _FUZZ))
 
 
 def safe_scale(problem: Problem, rank: int) -> SafeScale:
     """The smallest powers of ten that make the rank's numbers whole (exact, but for the
     fuzz), or the largest tried."""
     s = rank
-    times = [problem.t_f[s], problem.t_b[s], problem.t_w[s], round_trip(problem, s)]
-    memory = [problem.m_b[s], problem.m_w[s], problem.memory_limit[rank]]
+    return scale_for([problem.t_f[s], problem.t_b[s], problem.t_w[s], round_trip(problem, s)],
+                     [problem.m_b[s], problem.m_w[s], problem.memory_limit[rank]])
+
+
+def scale_for(times: list[float], memory: list[float]) -> SafeScale:
+    """The smallest powers of ten that make `times` and `memory` whole, or the largest
+    tried."""
     time_scale = decimal_scale(times) or _MAX_TIME_SCALE
     memory_scale = decimal_scale(memory) or _MAX_MEMORY_SCALE
     return SafeScale(min(time_scale, _MAX_TIME_SCALE), min(memory_scale, _MAX_MEMORY_SCALE))
@@ -90,7 +96,7 @@ def memory_binds(problem: Problem, rank: int) -> bool:
     s = rank
     limit = problem.memory_limit[rank]
     return math.isfinite(limit) and problem.num_microbatches * problem.m_b[s] > limit + \
-        _MEMORY_EPS
+        MEMORY_EPS
 
 
 @dataclass(frozen=True)
@@ -168,10 +174,10 @@ def rank_relaxation_bound(problem: Problem, first: int, num_ranks: int = 1, *,
     horizon = 2 * serial + 1
 
     model = cp_model.CpModel()
-    starts: dict[int, _RankStarts] = {}
+    starts: dict[int, RankStarts] = {}
     for r in ranks:
         # Intervals.
-        rank = _RankStarts(
+        rank = RankStarts(
             [model.new_int_var(0, horizon, f"f_{r}_{k}") for k in range(m)],
             [model.new_int_var(0, horizon, f"b_{r}_{k}") for k in range(m)],
             [model.new_int_var(0, horizon, f"w_{r}_{k}") for k in range(m)])
@@ -194,7 +200,7 @@ def rank_relaxation_bound(problem: Problem, first: int, num_ranks: int = 1, *,
         if memory_binds(problem, r):
             d_b = scale.demand(problem.m_b[r])
             d_w = min(scale.demand(problem.m_w[r]), d_b)  # m_w > m_b: held as m_b
-            _add_memory(model, rank, end, (f[r], b[r], w[r]), d_b, d_w,
+            add_memory_rule(model, rank, end, (f[r], b[r], w[r]), d_b, d_w,
                         scale.capacity(problem.memory_limit[r]))
     # Precedences between the ranks, and the rest of the pipeline as a round trip.
     model.add(starts[first].f[0] == 0)
@@ -234,7 +240,7 @@ def rank_relaxation_bound(problem: Problem, first: int, num_ranks: int = 1, *,
 
 
 @dataclass(frozen=True)
-class _RankStarts:
+class RankStarts:
     f: list[Any]  # IntVar starts of F(r, k), k = 0 .. m - 1
     b: list[Any]
     w: list[Any]
@@ -246,11 +252,13 @@ def _window_scale(problem: Problem, ranks: range) -> SafeScale:
     return SafeScale(max(x.time_scale for x in scales), max(x.memory_scale for x in scales))
 
 
-def _add_memory(model: Any, rank: _RankStarts, end: Any, times: tuple[int, int, int],
-                d_b: int, d_w: int, capacity: int) -> None:
+def add_memory_rule(model: Any, rank: RankStarts, end: Any, times: tuple[int, int, int],
+                    d_b: int, d_w: int, capacity: int, other_before: Sequence[int] = (),
+                    other_after: Sequence[int] = ()) -> None:
     """The memory rule at each F's start (B and W only free memory, as d_w <= d_b), with
     order literals "B(i) runs before F(k)" and "W(i) runs before F(k)", and energy cuts
-    on what runs before and after each F."""
+    on what runs before and after each F; `other_before[k]` (`other_after[k]`) is the
+    time the rank's other ops surely take before (after) F(k), where it has others."""
     f, b, w = times
     m = len(rank.f)
     num_f_fit = capacity // d_b if d_b > 0 else m
@@ -274,9 +282,11 @@ def _add_memory(model: Any, rank: _RankStarts, end: Any, times: tuple[int, int, 
         # Energy: the rank ran k Fs and those Bs and Ws before F(k), and runs the rest
         # after it. Without W literals (d_w = 0) num_w is 0, which undercounts the Ws
         # before; after F(k) only W(k) .. W(m - 1) are sure (their Fs come later).
-        model.add(rank.f[k] >= k * f + b * num_b + w * num_w)
+        before = other_before[k] if other_before else 0
+        after = other_after[k] if other_after else 0
+        model.add(rank.f[k] >= k * f + b * num_b + w * num_w + before)
         w_after = m - num_w if d_w > 0 else m - k
-        model.add(end >= rank.f[k] + (m - k) * f + (m - num_b) * b + w_after * w)
+        model.add(end >= rank.f[k] + (m - k) * f + (m - num_b) * b + w_after * w + after)
 
 
 def _order_literals(model: Any, seq: list[Any], size: int, f_k: Any, f: int, lo: int,

@@ -32,6 +32,8 @@ from solver.policies import offers_policies, policy_orders
 from solver.profile import Problem, Profile
 from solver.schedule import Schedule
 from solver.simulator import simulate
+from solver.v_relaxation import applies as applies_to_v
+from solver.v_relaxation import v_memory_relaxation_bound
 
 logger = logging.getLogger(__name__)
 
@@ -409,8 +411,9 @@ def _layout_profiles(profile: Profile, layouts: tuple[Layout, ...]) -> list[Prof
 
 def _relaxation_first(problem: Problem, best: float, options: ExactOptions,
                       ) -> tuple[float, ExactOptions]:
-    """The memory relaxation's bound (`solver.memory_relaxation`) within a share of the
-    time limit, and the options left for the exact model.
+    """The memory relaxation's bound (`solver.memory_relaxation`, or `solver.v_relaxation`
+    for the V cut) within a share of the time limit, and the options left for the exact
+    model.
 
     Its bound holds over every valid schedule, so it joins `metrics.lower_bound`; where
     memory does not bind, the relaxation does not apply, the general bound already meets
@@ -420,9 +423,10 @@ def _relaxation_first(problem: Problem, best: float, options: ExactOptions,
             or lower_bound(problem) >= best - 1e-9 * max(1.0, best):
         return 0.0, options
     began = time.perf_counter()
-    bound = memory_relaxation_bound(
-        problem, time_limit_s=RELAXATION_SHARE * options.time_limit_s,
-        workers=options.workers, stop_at=best)
+    relaxation = v_memory_relaxation_bound if applies_to_v(problem) \
+        else memory_relaxation_bound
+    bound = relaxation(problem, time_limit_s=RELAXATION_SHARE * options.time_limit_s,
+                       workers=options.workers, stop_at=best)
     spent = time.perf_counter() - began
     left = max(options.time_limit_s - spent, RELAXATION_SHARE * options.time_limit_s)
     return bound, replace(options, time_limit_s=left)

@@ -35,6 +35,18 @@ def test_per_stage_lists_split_in_model_order() -> None:
     assert cut.stage_to_rank == (0, 1, 2, 0, 1, 2)
 
 
+def test_one_rank_with_an_empty_latency_list_cuts() -> None:
+    # One rank has no boundary: its latency list may be empty, and the cut's boundaries
+    # all lie on the rank (this raised an IndexError from `ppsched solve --layouts v`).
+    one = parse_profile({"num_ranks": 1, "num_microbatches": 2, "t_f": [1.0], "t_b": [1.0],
+                         "t_w": [1.0], "t_comm": [], "m_b": [1.0], "m_w": [0.0],
+                         "memory_limit": 1.5})
+    for placement in ("v", "loop"):
+        cut = with_chunks(one, 2, placement)
+        assert cut.problem.t_comm == (0.0,)
+        assert cut.problem.comm(0, 1) == 0.0
+
+
 def test_one_chunk_is_the_profile_itself() -> None:
     base = load_profile("profiles/uniform-p4-m8.json")
     assert with_chunks(base, 1, None) is base
