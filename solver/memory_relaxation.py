@@ -223,6 +223,17 @@ def rank_relaxation_bound(problem: Problem, first: int, num_ranks: int = 1, *,
         model.add(span >= (at_least.ticks if at_least.time_scale == scale.time_scale
                            else math.floor(at_least.bound * scale.time_scale)))
     model.minimize(span)
+    return prove_span(model, first, num_ranks, scale, began, deterministic_s=deterministic_s,
+                      time_limit_s=time_limit_s, workers=workers)
+
+
+def prove_span(model: Any, first: int, num_ranks: int, scale: SafeScale, began: float, *,
+               deterministic_s: float, time_limit_s: float | None,
+               workers: int) -> RankBound:
+    """Solve a relaxation that minimises rank `first`'s span in ticks of `scale`, and
+    read back what CP-SAT proved (not what it found) on the safe side; `began` is when
+    the caller started building it."""
+    from ortools.sat.python import cp_model
 
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = workers

@@ -23,6 +23,7 @@ from solver.memory_relaxation import (
     RankStarts,
     SafeScale,
     add_memory_rule,
+    prove_span,
     scale_for,
 )
 from solver.policy_fields import policy_fields
@@ -161,17 +162,8 @@ def v_rank_relaxation_bound(problem: Problem, rank: int, *, deterministic_s: flo
         model.add_cumulative(intervals, demands, capacity)
     model.add(fs[0][0] == 0)
     model.minimize(span)
-
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = workers
-    solver.parameters.max_deterministic_time = deterministic_s
-    if time_limit_s is not None:
-        solver.parameters.max_time_in_seconds = time_limit_s
-    status = solver.solve(model)
-    ticks = max(0, math.ceil(solver.best_objective_bound - 1e-6)) \
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) else 0
-    return RankBound(rank, 1, scale.bound_in_time_units(ticks), status == cp_model.OPTIMAL,
-                     time.perf_counter() - began, ticks, scale.time_scale)
+    return prove_span(model, rank, 1, scale, began, deterministic_s=deterministic_s,
+                      time_limit_s=time_limit_s, workers=workers)
 
 
 def _other_work(x: int, m: int, f: list[int], b: list[int], w: list[int],
