@@ -24,6 +24,12 @@ _EPS = 1e-9
 _KIND = {"F": 0, "B": 1, "W": 2, "BW": 3}
 
 
+# Why a list-scheduling build (`solver.greedy`, `solver.lookahead`) has no orders to give:
+# every rank waits on another, a B adds memory over the limit where m_w > m_b, or the
+# build provably cannot win against its incumbent.
+DEADLOCK, OVER_THE_LIMIT, CANNOT_WIN = "deadlock", "over the limit", "cannot win"
+
+
 class NotTimeable(ValueError):
     """An order `time_chunked_order` does not time (policy ops, FB ops where
     ``overlap < 1``, unequal microbatches): the caller simulates it instead."""

@@ -26,10 +26,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver.chunked_timing import NotTimeable, RunningTiming, time_chunked_order
+from solver.chunked_timing import (
+    CANNOT_WIN,
+    DEADLOCK,
+    OVER_THE_LIMIT,
+    NotTimeable,
+    RunningTiming,
+    time_chunked_order,
+)
 from solver.early_stop import MARGIN
 from solver.generators import REGISTRY, Orders
 from solver.lazy_orders import LazyOrders
+from solver.lookahead import CANDIDATES as LOOKAHEADS
+from solver.lookahead import Lookahead, lookahead_timed
 from solver.ops import Op
 from solver.profile import Problem
 from solver.simulator import peak_memory, simulate
@@ -69,8 +78,6 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
     return built[0] if not isinstance(built, str) else None
 
 
-# Why `greedy_timed` has no orders to give.
-DEADLOCK, OVER_THE_LIMIT, CANNOT_WIN = "deadlock", "over the limit", "cannot win"
 
 
 def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
@@ -249,14 +256,17 @@ RACED_FIRST = "zb-v"
 MEMORY_CAPS = (1.0, 0.875, 0.75)
 
 
-def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, str, float]:
+def greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = True,
+                  ) -> tuple[Orders, str, float]:
     """The best order among the greedy's knob settings and the named schedules for this
     placement that fit the memory limit, by `objective` (``cost`` or ``makespan``).
 
-    Returns the orders, where they came from (``greedy`` or a schedule's name) and their
-    objective as the simulator timed them. One
+    Returns the orders, where they came from (``greedy``, a schedule's name, or a
+    lookahead candidate's) and their objective as the simulator timed them. One
     candidate always fits: microbatches one after another through the whole pipeline
-    (`one_at_a_time`) holds only what any schedule must.
+    (`one_at_a_time`) holds only what any schedule must. With `lookahead` (and in V
+    placement where ZB-V does not fit), V-Half's and V-Min's orders list-scheduled with
+    a lookahead window are candidates too (`solver.lookahead`).
 
     The named schedules are timed first, each generated only as far as its race reads it
     (`solver.lazy_orders`): the best of them is the incumbent every greedy build races
@@ -264,7 +274,8 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
     ZB-V order wins at 1p, and the search took 5 s); a build that stopped before any
     decision its fill could change stands for its fill siblings. The answer is the one the
     candidates give in the order of preference below (the greedy's, then the named
-    schedules', then one at a time; a later one only when better by `_EPS`): a
+    schedules', the lookahead ones, then one at a time; a later one only when better by
+    `_EPS`): a
     candidate stops only once it is worse than the best so far by more than that, so
     the answer is the one the whole search would give.
     """
@@ -354,6 +365,14 @@ def greedy_search(problem: Problem, objective: str = "cost") -> tuple[Orders, st
             built = build(knobs, 10 + capped.index(knobs))
             if not isinstance(built, str):
                 kept.append((10 + capped.index(knobs), built[1], built[0], "greedy"))
+    if lookahead and RACED_FIRST in names \
+            and not any(source == RACED_FIRST for *_, source in kept):
+        # Below ZB-V's memory: the named V orders, list-scheduled with a lookahead window
+        # under the limit (`solver.lookahead`), raced as the builds were.
+        for preference, candidate in enumerate(LOOKAHEADS, start=200):
+            built = _lookahead(problem, candidate, objective, incumbent(preference))
+            if not isinstance(built, str):
+                kept.append((preference, built[1], built[0], candidate.name))
     # Microbatch after microbatch: rank 0 runs every stage's ops of one microbatch in
     # turn, m times, so it cannot beat a schedule already below that.
     floor = problem.num_microbatches * sum(map(sum, (problem.t_f, problem.t_b, problem.t_w)))
@@ -381,6 +400,22 @@ def _greedy(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: flo
         return built, fills
     value = _value(problem, built[0], objective)
     return ((built[0], value) if value is not None else OVER_THE_LIMIT), fills
+
+
+def _lookahead(problem: Problem, candidate: Lookahead, objective: str, incumbent: float,
+               ) -> tuple[Orders, float] | str:
+    """One lookahead candidate and its value (or why it has none), raced against
+    `incumbent` where its own timing is the simulator's (alike microbatches)."""
+    try:
+        if problem.uniform_microbatches:
+            return lookahead_timed(problem, candidate, objective, incumbent)
+        built = lookahead_timed(problem, candidate)
+    except ValueError:
+        return DEADLOCK  # a shape the base schedule refuses: no candidate
+    if isinstance(built, str):
+        return built
+    value = _value(problem, built[0], objective)
+    return (built[0], value) if value is not None else OVER_THE_LIMIT
 
 
 def _value(problem: Problem, orders: Orders | LazyOrders, objective: str,

@@ -36,8 +36,7 @@ def improve(problem: Problem, orders: Orders, objective: str = "cost",
     """Local search from `orders` (valid): the improved orders and their objective, or
     None when no move helped (or the budget allows fewer than `min_moves`, or the start
     is at the bound)."""
-    size = sum(map(len, orders))
-    budget = budget_ops // max(1, size) - 1  # the start's simulation counts too
+    budget = _moves_affordable(orders, budget_ops)
     if budget < max(1, min_moves):
         return None
     sim = simulate(problem, orders)
@@ -64,6 +63,17 @@ def improve(problem: Problem, orders: Orders, objective: str = "cost",
                 kept += 1
                 break
     return (orders, best[0]) if kept else None
+
+
+def runs_on(orders: Orders, budget_ops: int = BUDGET_OPS, min_moves: int = MIN_MOVES,
+            ) -> bool:
+    """Whether `improve` searches from `orders` at all (its budget buys enough moves)."""
+    return _moves_affordable(orders, budget_ops) >= max(1, min_moves)
+
+
+def _moves_affordable(orders: Orders, budget_ops: int) -> int:
+    # Each move simulates the whole order; the start's simulation counts too.
+    return budget_ops // max(1, sum(map(len, orders))) - 1
 
 
 def _score(sim: Simulation, objective: str) -> tuple[float, float]:

@@ -3,6 +3,7 @@ and the solver's choice among layouts."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -14,9 +15,6 @@ from solver.chunking import with_chunks
 from solver.errors import ProfileError
 from solver.generators import REGISTRY, get_generator
 from solver.greedy import (
-    CANNOT_WIN,
-    DEADLOCK,
-    OVER_THE_LIMIT,
     GreedyKnobs,
     greedy_schedule,
     greedy_search,
@@ -26,6 +24,7 @@ from solver.greedy import (
 from solver.profile import Problem, load_profile, parse_profile
 from solver.simulator import simulate, validate
 from solver.solve import parse_layouts, solve
+from tests.solver.raced_builds import check_times_itself_as_the_simulator
 
 V_SCHEDULES = ("zb-v", "v-half", "v-min")
 
@@ -223,14 +222,8 @@ def test_chunked_timing_is_the_simulators(data: dict[str, Any], objective: str) 
 def test_greedy_build_times_itself_as_the_simulator(data: dict[str, Any], knobs: GreedyKnobs,
                                                     objective: str) -> None:
     problem = parse_profile(data).problem
-    built = greedy_timed(problem, knobs, objective)
-    if isinstance(built, str):
-        assert built in (DEADLOCK, OVER_THE_LIMIT)  # with no incumbent, nothing to lose to
-        return
-    orders, value = built
-    assert value == validate(problem, orders).metrics.objective(objective)
-    assert greedy_timed(problem, knobs, objective, incumbent=value) == CANNOT_WIN
-    assert greedy_timed(problem, knobs, objective, incumbent=value + 1e-6) == built
+    check_times_itself_as_the_simulator(problem, objective, partial(
+        greedy_timed, problem, knobs, objective))
 
 
 def test_chunked_timing_refuses_what_the_simulator_flags() -> None:
