@@ -122,7 +122,10 @@ def reorder_window(problem: Problem, scaled: Scaled, current: _Current, t0: int,
             times = [start[op] + (0 if op.kind == "F" else _duration(scaled, op)) for op in ops]
             model.add_reservoir_constraint(times, [_memory(scaled, op) for op in ops],
                                            -level, limit - level)
-    for op in free:
+    # In window order, not the set's: a set of ops iterates by string hashes, which
+    # differ from process to process, and CP-SAT's search depends on the order of the
+    # constraints, so the run would not repeat under the same deterministic time.
+    for op in (op for ops in window for op in ops):
         for dep, lag in _predecessors(problem, scaled, op):
             if dep in free:
                 model.add(start[op] >= start[dep] + _duration(scaled, dep) + lag)
