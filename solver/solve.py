@@ -307,9 +307,11 @@ def heuristic_orders(problem: Problem, objective: str = "cost",
     One chunk per rank: the Zero Bubble heuristic with its knob search (the paper's
     algorithm among its candidates). Several: the greedy list scheduler's search together
     with the named schedules of the placement (ZB-V, V-Half, V-Min, interleaved 1F1B)
-    that fit the memory limit. Then the local search of `solver.improve` (the name gets
-    ``+local`` when it helped). A profile that offers recompute or offload (DESIGN.md
-    6.3) also gets a policy per activation (`solver.policies`).
+    that fit the memory limit, and where ZB-V does not, V-Half's and V-Min's orders
+    list-scheduled with a lookahead window (`solver.lookahead`). Then the local search of
+    `solver.improve` (the name gets ``+local`` when it helped). A profile that offers
+    recompute or offload (DESIGN.md 6.3) also gets a policy per activation
+    (`solver.policies`).
     """
     if offers_policies(problem):
         return policy_orders(problem, objective, _keep_heuristic_orders)
