@@ -78,8 +78,6 @@ def greedy_schedule(problem: Problem, knobs: GreedyKnobs) -> Orders | None:
     return built[0] if not isinstance(built, str) else None
 
 
-
-
 def greedy_timed(problem: Problem, knobs: GreedyKnobs, objective: str = "cost",
                  incumbent: float = math.inf) -> tuple[Orders, float] | str:
     """`greedy_schedule`'s orders and their `objective` as the simulator times them, or
