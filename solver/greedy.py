@@ -38,7 +38,7 @@ from solver.early_stop import MARGIN
 from solver.generators import REGISTRY, Orders
 from solver.lazy_orders import LazyOrders
 from solver.lookahead import CANDIDATES as LOOKAHEADS
-from solver.lookahead import Lookahead, lookahead_timed
+from solver.lookahead import Lookahead, later_stages_room, lookahead_timed
 from solver.ops import Op
 from solver.profile import Problem
 from solver.simulator import peak_memory, simulate
@@ -114,10 +114,7 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
     m_b, m_w = problem.m_b, problem.m_w
     rank_stages = [sorted(stages) for stages in problem.rank_to_stages]
     # Room a rank keeps free, per stage: one activation of each of its later stages.
-    reserve = [0.0] * num_stages
-    for stages in rank_stages:
-        for i, s in enumerate(stages):
-            reserve[s] = sum(m_b[t] for t in stages[i + 1:])
+    reserve = later_stages_room(problem)
     limit = [x * knobs.memory_cap if math.isfinite(x) else x for x in problem.memory_limit]
     hard_limit = problem.memory_limit
     comm_down = [problem.comm(s, s + 1) for s in range(num_stages - 1)]  # s -> s+1

@@ -7,7 +7,7 @@ F while memory allows) place the V's forwards in an order that idles the ranks (
 Here each rank follows a named order but may run, out of turn, one of the next `window`
 ops of it: whenever the rank is free it takes the first of them whose input has arrived
 and that fits the memory limit, else it waits for the earliest of their inputs. The
-order keeps the named schedule's shape and uses the memory the limit leaves (1334.5
+order keeps the named schedule's shape and uses the memory the limit leaves (1347.7
 there). Like the greedy's, the orders are timed as the simulator times them
 (`chunked_timing.RunningTiming`), and a build gives up once it cannot win.
 """
@@ -77,6 +77,18 @@ def lookahead_timed(problem: Problem, candidate: Lookahead, objective: str = "co
                      incumbent)
 
 
+def later_stages_room(problem: Problem) -> list[float]:
+    """Per stage, the room an F of it leaves free on its rank: one activation of each
+    later stage of the rank (without it an early stage could fill the memory and starve
+    the later ones: a deadlock)."""
+    room = [0.0] * problem.num_stages
+    for stages in problem.rank_to_stages:
+        ordered = sorted(stages)
+        for i, s in enumerate(ordered):
+            room[s] = sum(problem.m_b[t] for t in ordered[i + 1:])
+    return room
+
+
 def _schedule(problem: Problem, priority: list[list[Op]], window: int, reserve_on: bool,
               objective: str, incumbent: float) -> tuple[Orders, float] | str:
     p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
@@ -84,13 +96,7 @@ def _schedule(problem: Problem, priority: list[list[Op]], window: int, reserve_o
     duration = {"F": problem.t_f, "B": problem.t_b, "W": problem.t_w}
     m_b, m_w, limit = problem.m_b, problem.m_w, problem.memory_limit
     comm_down = [problem.comm(s, s + 1) for s in range(last)]
-    # Room an F of stage s leaves free: one activation of each later stage of its rank.
-    reserve = [0.0] * num_stages
-    if reserve_on:
-        for stages in problem.rank_to_stages:
-            ordered = sorted(stages)
-            for i, s in enumerate(ordered):
-                reserve[s] = sum(m_b[t] for t in ordered[i + 1:])
+    reserve = later_stages_room(problem) if reserve_on else [0.0] * num_stages
     end_f = [[math.nan] * m for _ in range(num_stages)]
     end_b = [[math.nan] * m for _ in range(num_stages)]
     memory = [0.0] * p
