@@ -15,6 +15,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY solver ./solver
 COPY api ./api
+COPY runtime_adapter ./runtime_adapter
 COPY profiles ./profiles
 # The same two commands tests/api/service/test_install.py runs in a clean virtualenv.
 RUN pip install '.[service]' \

@@ -43,7 +43,12 @@ example: $(RUN_STAMP)
 	$(RUN_VENV)/bin/ppsched solve profiles/gpt1.5b-p8-m24.json --mkdir --memory-limit 16 \
 		--svg out/gpt1.5b-p8-m24-2p.svg -o out/gpt1.5b-p8-m24-2p.json
 
-lint: $(STAMP)
+# mypy reads the folders under their installed names through links (see pyproject.toml).
+.mypy-src/ppsched:
+	mkdir -p $@
+	for pkg in solver api runtime_adapter; do ln -sfn ../../$$pkg $@/$$pkg; done
+
+lint: $(STAMP) .mypy-src/ppsched
 	$(BIN)/ruff check solver api runtime_adapter benchmarks tests
 	$(BIN)/mypy
 
@@ -74,4 +79,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bubble_table
 
 clean:
-	rm -rf $(VENV) $(RUN_VENV) out ppsched.sqlite3 ppsched.sqlite3-*
+	rm -rf $(VENV) $(RUN_VENV) .mypy-src out ppsched.sqlite3 ppsched.sqlite3-*

@@ -23,19 +23,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from api.advise_command import add_advise_parser
-from api.pack_command import add_pack_parser
-from api.sweep.command import add_sweep_parser
-from api.torchtitan_command import add_torchtitan_parser
-from api.weipipe_command import add_weipipe_parser
-from solver.emit import schedule_from_simulation
-from solver.errors import ProfileError, ScheduleInvalid
-from solver.method_names import aliases
-from solver.profile import Profile, load_profile, parse_profile, read_json
-from solver.render.grid import order_grid, time_grid
-from solver.schedule import Schedule, parse_schedule
-from solver.simulator import simulate
-from solver.solve import (
+from ppsched.api.advise_command import add_advise_parser
+from ppsched.api.pack_command import add_pack_parser
+from ppsched.api.sweep.command import add_sweep_parser
+from ppsched.api.torchtitan_command import add_torchtitan_parser
+from ppsched.api.weipipe_command import add_weipipe_parser
+from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
+from ppsched.solver.model.grid import order_grid, time_grid
+from ppsched.solver.model.profile import Profile, load_profile, parse_profile, read_json
+from ppsched.solver.model.schedule import Schedule, parse_schedule
+from ppsched.solver.sim.emit import schedule_from_simulation
+from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.solving.entry import (
     BACKENDS,
     HEURISTIC,
     ILP,
@@ -46,6 +45,7 @@ from solver.solve import (
     parse_layouts,
     solve,
 )
+from ppsched.solver.solving.methods import aliases
 
 log = logging.getLogger("ppsched")
 
@@ -324,7 +324,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _schedule_from_csv(args: argparse.Namespace) -> Schedule:
     """A torch CSV as an untimed Schedule (the simulator times it next)."""
-    from solver.render.csv_import import read_torch_csv
+    from ppsched.solver.render.csv_import import read_torch_csv
 
     path = Path(args.schedule)
     try:
@@ -374,7 +374,7 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from api.service.serve import serve  # the web stack is an optional extra
+    from ppsched.api.service.serve import serve  # the web stack is an optional extra
 
     serve(args.host, args.port, args.workers)
     return 0
@@ -458,9 +458,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _write_outputs(args: argparse.Namespace, schedule: Schedule) -> None:
-    from solver.render.svg import render_svg
-    from solver.render.torch_csv import dropped_note, render_torch_csv
-    from solver.render.trace import render_trace
+    from ppsched.solver.render.svg import render_svg
+    from ppsched.solver.render.torch_csv import dropped_note, render_torch_csv
+    from ppsched.solver.render.trace import render_trace
 
     makers: dict[str, Callable[[], str]] = {
         "--output": lambda: schedule.model_dump_json(indent=1),

@@ -14,8 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from solver.errors import ProfileError
-from solver.packing import (
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import load_profile, read_json
+from ppsched.solver.packing import (
     CostModel,
     Packing,
     PackResult,
@@ -26,8 +27,7 @@ from solver.packing import (
     pack,
     read_lengths,
 )
-from solver.packing.cost import parse_coefficients
-from solver.profile import load_profile, read_json
+from ppsched.solver.packing.cost import parse_coefficients
 
 
 def add_pack_parser(sub: Any) -> None:

@@ -1,5 +1,5 @@
 """`ppsched torchtitan PROFILE.json -o DIR`: solve, then write the schedule's CSV and the
-torchtitan settings that must match it (solver/torchtitan_recipe.py)."""
+torchtitan settings that must match it (solver/integrations/torchtitan_recipe.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from solver.errors import ProfileError
-from solver.profile import load_profile
-from solver.render.torch_csv import dropped_note, render_torch_csv
-from solver.solve import HEURISTIC, solve
-from solver.torchtitan_recipe import recipe_json, recipe_toml, torchtitan_recipe
+from ppsched.solver.integrations.torchtitan_recipe import (
+    recipe_json,
+    recipe_toml,
+    torchtitan_recipe,
+)
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import load_profile
+from ppsched.solver.render.torch_csv import dropped_note, render_torch_csv
+from ppsched.solver.solving.entry import HEURISTIC, solve
 
 CSV_NAME = "schedule.csv"
 TOML_NAME = "torchtitan.toml"
@@ -21,7 +25,7 @@ JSON_NAME = "torchtitan.json"
 
 def add_torchtitan_parser(sub: Any) -> None:
     """Register the `torchtitan` sub-command on the `ppsched` parser's sub-parsers."""
-    from api.cli import _KEEP, _layouts, _memory_limit, _positive_int  # cli imports this
+    from ppsched.api.cli import _KEEP, _layouts, _memory_limit, _positive_int  # cli imports this
 
     p = sub.add_parser("torchtitan", help="solve and write the CSV plus the torchtitan "
                        "settings that must match it")
@@ -45,7 +49,7 @@ def add_torchtitan_parser(sub: Any) -> None:
 
 
 def run_torchtitan(args: argparse.Namespace) -> int:
-    from api.cli import _KEEP, _with_limit, summary, write_atomically
+    from ppsched.api.cli import _KEEP, _with_limit, summary, write_atomically
 
     folder = Path(args.output)
     if args.mkdir:

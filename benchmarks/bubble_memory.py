@@ -25,15 +25,16 @@ import platform
 import time
 from pathlib import Path
 
+from ppsched.solver.exact.cpsat import solve_cpsat_phased
+from ppsched.solver.exact.frame import ExactResult
+from ppsched.solver.exact.lns import WINDOW_SECONDS, solve_lns
+from ppsched.solver.model.bounds import lower_bound
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.profile import Profile, load_profile
+from ppsched.solver.solving.entry import LNS_MIN_OPS, default_layouts, heuristic_orders, layout_name
+
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table
-from solver.bounds import lower_bound
-from solver.chunking import with_chunks
-from solver.cpsat import solve_cpsat_phased
-from solver.exact import ExactResult
-from solver.lns import WINDOW_SECONDS, solve_lns
-from solver.profile import Profile, load_profile
-from solver.solve import LNS_MIN_OPS, default_layouts, heuristic_orders, layout_name
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

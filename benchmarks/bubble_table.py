@@ -22,9 +22,9 @@ import platform
 import time
 from pathlib import Path
 
-from solver.profile import Profile, parse_profile
-from solver.schedule import Schedule
-from solver.solve import parse_layouts, solve
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.solving.entry import parse_layouts, solve
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ configurations at 1p and 2p memory it solves the same model four ways: the reser
 propagated on start times or expanded into ordering literals (CP-SAT's
 ``expand_reservoir_constraints``), each with and without the memory-aware lower bound
 as a cut, all hinted with the heuristic, and prints objective, bound, time to the first
-solution and wall time. ``solver/cpsat.py`` uses the combination this table favours.
+solution and wall time. ``solver/exact/cpsat.py`` uses the combination this table favours.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 from ortools.sat.python import cp_model
+from ppsched.solver.exact.cpsat import build_model
+from ppsched.solver.exact.frame import hint_timing, scale
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.profile import load_profile
 
 from benchmarks.bubble_table import with_limit_multiple
-from solver.cpsat import build_model
-from solver.exact import hint_timing, scale
-from solver.heuristic import zb_heuristic
-from solver.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [("gpt1.5b-p8-m24", 1), ("gpt1.5b-p8-m24", 2), ("gpt1.5b-p8-m32", 2),

@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solver.generators.paper import paper_zb
-from solver.profile import parse_profile
-from solver.solve import ExactOptions, solve
+from ppsched.solver.heuristic.paper import paper_zb
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import ExactOptions, solve
 
 ROOT = Path(__file__).resolve().parent.parent
 

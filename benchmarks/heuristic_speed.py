@@ -41,12 +41,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from solver.bounds import lower_bound
-from solver.generators.paper import paper_zb
-from solver.ops import Op
-from solver.profile import Profile, parse_profile
-from solver.simulator import simulate
-from solver.solve import solve
+from ppsched.solver.heuristic.paper import paper_zb
+from ppsched.solver.model.bounds import lower_bound
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.solving.entry import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 DERIVED = ("gpt6.2b", "gpt14.6b")  # derived profiles, not measured (see the profiles)

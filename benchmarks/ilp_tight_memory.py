@@ -26,11 +26,12 @@ import sys
 import time
 from pathlib import Path
 
+from ppsched.solver.exact.cpsat import solve_cpsat_phased
+from ppsched.solver.model.profile import load_profile
+from ppsched.solver.solving.entry import heuristic_orders
+
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table
-from solver.cpsat import solve_cpsat_phased
-from solver.profile import load_profile
-from solver.solve import heuristic_orders
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -51,7 +52,7 @@ def run_command() -> dict[str, object]:
     """One run of `COMMAND` through the command line; the figures it printed."""
     load = os.getloadavg()[0]
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "api.cli", *COMMAND.split()], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "ppsched.api.cli", *COMMAND.split()], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     wall = time.perf_counter() - began
     out = done.stdout

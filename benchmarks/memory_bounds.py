@@ -23,13 +23,14 @@ import platform
 import time
 from pathlib import Path
 
+from ppsched.solver.exact.cpsat import solve_cpsat_phased
+from ppsched.solver.exact.memory_relaxation import relaxation_runs
+from ppsched.solver.model.bounds import lower_bound
+from ppsched.solver.model.profile import load_profile
+from ppsched.solver.solving.entry import heuristic_orders
+
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table
-from solver.bounds import lower_bound
-from solver.cpsat import solve_cpsat_phased
-from solver.memory_relaxation import relaxation_runs
-from solver.profile import load_profile
-from solver.solve import heuristic_orders
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -106,8 +107,9 @@ def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
         f"after, {wall:.0f} s in all. Command: `python -m benchmarks.memory_bounds`.",
         "",
         "Memory is a multiple of the profile's 1p limit (p * m_b). `old bound`: "
-        "`solver.bounds.lower_bound` (closed forms); `new bound`: its max with the memory "
-        "relaxation of `solver.memory_relaxation` (one rank kept whole with the exact "
+        "`ppsched.solver.model.bounds.lower_bound` (closed forms); `new bound`: its max with the "
+        "memory relaxation of `ppsched.solver.exact.memory_relaxation` (one rank kept whole "
+        "with the exact "
         "memory rule, then the best rank with its downstream neighbour; `one rank`: the "
         "best rank alone; `relaxation`: the best run, and whether CP-SAT closed it), each "
         "CP-SAT run "

@@ -20,12 +20,12 @@ import os
 import platform
 from pathlib import Path
 
-from solver.offload_sizing import with_offload
-from solver.policies import count_policies
-from solver.profile import Profile, load_profile, parse_profile
-from solver.schedule import Schedule
-from solver.simulator import validate
-from solver.solve import Layout, layout_name, solve
+from ppsched.solver.model.offload_sizing import with_offload
+from ppsched.solver.model.profile import Profile, load_profile, parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.policies.fit import count_policies
+from ppsched.solver.sim.simulator import validate
+from ppsched.solver.solving.entry import Layout, layout_name, solve
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"

@@ -43,7 +43,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from solver.packing import (
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.packing import (
     CostModel,
     PackSpec,
     Quadratic,
@@ -52,8 +53,8 @@ from solver.packing import (
     pack_samples,
     solve_replicas,
 )
-from solver.packing.partition import Bins
-from solver.packing.synthetic import (
+from ppsched.solver.packing.partition import Bins
+from ppsched.solver.packing.synthetic import (
     LOGNORMAL_MU,
     LOGNORMAL_SIGMA,
     MAX_TOKENS,
@@ -61,7 +62,6 @@ from solver.packing.synthetic import (
     lognormal,
     uniform,
 )
-from solver.profile import Profile, parse_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 CAP = 32768
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Cost a*s^2 + b*s per sample with a/b = 1/(6*{HIDDEN}); base times: the Zero "
         "Bubble paper's 1.5B stage (18.5 / 18.1 / 9.3 / 0.6 ms) for one 32k-token sample. "
         "Speed-up = naive step time / ppsched step time (simulated; > 1: ppsched faster). "
-        "ppsched = `solver.packing.best_packing`: the best of three assignments by step "
+        "ppsched = `ppsched.solver.packing.best_packing`: the best of three assignments by step "
         "time (balanced: Karmarkar-Karp over replicas then microbatches; fill: the same "
         "replicas, first-fit decreasing into the microbatches; arrival: naive packing's "
         "own), every replica solved with the ZB heuristic in the order of entry it "

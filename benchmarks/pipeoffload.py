@@ -32,12 +32,12 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from solver.errors import ProfileError
-from solver.offload_sizing import with_offload
-from solver.policies import OFFLOAD, count_policies, keep_only, lives, with_policies
-from solver.profile import Profile, parse_profile
-from solver.simulator import simulate, validate
-from solver.solve import solve
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.offload_sizing import with_offload
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.policies.fit import OFFLOAD, count_policies, keep_only, lives, with_policies
+from ppsched.solver.sim.simulator import simulate, validate
+from ppsched.solver.solving.entry import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 RATIOS = (0.25, 0.5, 0.75, 1.0, 1.25)

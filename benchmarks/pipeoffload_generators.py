@@ -22,13 +22,13 @@ import os
 import platform
 from pathlib import Path
 
-from solver.chunking import with_chunks
-from solver.generators.pipeoffload import grouped_interleaved
-from solver.offload_sizing import with_offload
-from solver.ops import policy_of
-from solver.profile import Profile, load_profile, parse_profile
-from solver.simulator import validate
-from solver.solve import solve
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.offload_sizing import with_offload
+from ppsched.solver.model.ops import policy_of
+from ppsched.solver.model.profile import Profile, load_profile, parse_profile
+from ppsched.solver.policies.pipeoffload import grouped_interleaved
+from ppsched.solver.sim.simulator import validate
+from ppsched.solver.solving.entry import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("gpt1.5b-p8-m24", "gpt28.3b-p32-m96")

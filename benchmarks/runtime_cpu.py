@@ -22,13 +22,12 @@ import sys
 from typing import Any
 
 import torch
-
-from runtime_adapter.launch import launch_local
-from runtime_adapter.model import example_batch, mlp_stages, mse_loss
-from runtime_adapter.profiler import measure_t_comm, profile_stages
-from solver.profile import parse_profile
-from solver.schedule import Schedule
-from solver.solve import solve
+from ppsched.runtime_adapter.launch import launch_local
+from ppsched.runtime_adapter.model import example_batch, mlp_stages, mse_loss
+from ppsched.runtime_adapter.profiler import measure_t_comm, profile_stages
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.solving.entry import solve
 
 METHODS = ("1f1b", "zb-h1", "heuristic")
 
@@ -47,9 +46,10 @@ def _profile(rank: int, world: int, hidden: int, layers: int, microbatch_size: i
 
 def _run(rank: int, world: int, schedules: list[dict[str, Any]], hidden: int,
          layers: int, microbatch_size: int, steps: int, warmup: int) -> dict[str, Any]:
+    from ppsched.runtime_adapter.executor import PipelineExecutor
+    from ppsched.solver.model.schedule import parse_schedule
+
     from benchmarks.step_timing import time_steps
-    from runtime_adapter.executor import PipelineExecutor
-    from solver.schedule import parse_schedule
 
     parsed = [parse_schedule(s) for s in schedules]
     m = parsed[0].profile.num_microbatches
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    from runtime_adapter.timeline import compare, measured_schedule
+    from ppsched.runtime_adapter.timeline import compare, measured_schedule
 
     load_before = os.getloadavg()[0]
     # 1. Profile.

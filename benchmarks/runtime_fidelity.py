@@ -40,13 +40,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-from runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
-from runtime_adapter.launch import launch_local
-from solver.profile import Profile, parse_profile
-from solver.schedule import Schedule, parse_schedule
-from solver.simulator import simulate
-from solver.solve import solve
+from ppsched.runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
+from ppsched.runtime_adapter.launch import launch_local
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.model.schedule import Schedule, parse_schedule
+from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.solving.entry import solve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # method -> (chunks per rank, placement) of the profile it is solved on.
@@ -82,10 +81,10 @@ def _stages(sizes: Sizes, p: int, num_stages: int, mine: tuple[int, ...]
 def _repeat(rank: int, p: int, sizes: Sizes) -> dict[str, Any] | None:
     """One repeat on p ranks: profile three cuts, solve, run the five side by side."""
     import torch.distributed as dist
+    from ppsched.runtime_adapter.executor import PipelineExecutor
+    from ppsched.runtime_adapter.profile_ranks import profile_model, stages_of_rank
 
     from benchmarks.step_timing import time_steps
-    from runtime_adapter.executor import PipelineExecutor
-    from runtime_adapter.profile_ranks import profile_model, stages_of_rank
 
     config = sizes.config(p)
     tokens, targets = gpt_batch(config, sizes.microbatches,
@@ -140,7 +139,7 @@ class Row:
 
 
 def _row(schedule: Schedule, step_ms: float, records: Any) -> Row:
-    from runtime_adapter.timeline import measured_schedule
+    from ppsched.runtime_adapter.timeline import measured_schedule
 
     measured = measured_schedule(schedule, records)
     predicted_ops = [op for rank in schedule.ranks for op in rank]

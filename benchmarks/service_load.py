@@ -79,7 +79,7 @@ def start_server(port: int, folder: Path, settings: dict[str, str]) -> subproces
     env = {**os.environ, **settings, "PPSCHED_DB_PATH": str(folder / "ppsched.sqlite3")}
     log = (folder / "server.log").open("wb")
     return subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "api.service.main:app_from_env",
+        [sys.executable, "-m", "uvicorn", "--factory", "ppsched.api.service.main:app_from_env",
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 

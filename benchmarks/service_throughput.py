@@ -36,7 +36,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from api.service.worker import solve_body
+from ppsched.api.service.worker import solve_body
+
 from benchmarks.service_load import _free_port, _load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +159,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
            "PPSCHED_DB_PATH": str(folder / "store.sqlite3")}
     log = (folder / "server.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "api.service.main:app_from_env",
+        [sys.executable, "-m", "uvicorn", "--factory", "ppsched.api.service.main:app_from_env",
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
          "--timeout-keep-alive", "60"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     pool = ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"))

@@ -17,11 +17,12 @@ import platform
 import time
 from pathlib import Path
 
+from ppsched.solver.exact.cpsat import solve_cpsat
+from ppsched.solver.exact.frame import ExactResult
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.profile import Profile, load_profile
+
 from benchmarks.bubble_table import with_limit_multiple
-from solver.cpsat import solve_cpsat
-from solver.exact import ExactResult
-from solver.heuristic import zb_heuristic
-from solver.profile import Profile, load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +31,7 @@ def run_exact(kind: str, profile: Profile, hint: list, time_limit_s: float,
               workers: int) -> ExactResult:
     problem = profile.problem
     if kind == "milp":
-        from solver.milp import solve_milp
+        from ppsched.solver.exact.milp import solve_milp
 
         return solve_milp(problem, hint, time_limit_s=time_limit_s)
     # The plain model (tight=False), as when the committed results were measured; the

@@ -9,9 +9,8 @@ from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
-
-from runtime_adapter.executor import PipelineExecutor
-from runtime_adapter.timeline import gather_records
+from ppsched.runtime_adapter.executor import PipelineExecutor
+from ppsched.runtime_adapter.timeline import gather_records
 
 Key = TypeVar("Key", bound=Hashable)
 

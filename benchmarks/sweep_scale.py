@@ -20,12 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from api.sweep.expand import expand_grid
-from api.sweep.grid import load_grid
-from api.sweep.records import read_rows
-from api.sweep.runner import run_sweep
-from solver.profile import parse_profile
-from solver.solve import solve
+from ppsched.api.sweep.expand import expand_grid
+from ppsched.api.sweep.grid import load_grid
+from ppsched.api.sweep.records import read_rows
+from ppsched.api.sweep.runner import run_sweep
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 

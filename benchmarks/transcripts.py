@@ -144,7 +144,7 @@ def run(transcript: Transcript) -> str:
     for name in transcript.before:
         (ROOT / name).unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", "NO_COLOR": "1"}
-    done = subprocess.run([sys.executable, "-m", "api.cli", *shlex.split(transcript.args)],
+    done = subprocess.run([sys.executable, "-m", "ppsched.api.cli", *shlex.split(transcript.args)],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if done.returncode != transcript.exit_code:
         raise RuntimeError(f"ppsched {transcript.args} exited {done.returncode}, expected "
@@ -215,7 +215,7 @@ def _server() -> Iterator[str]:
         env = {**os.environ, "PYTHONPATH": str(ROOT),
                "PPSCHED_DB_PATH": str(Path(folder) / "store.sqlite3")}
         log = (Path(folder) / "server.log").open("wb")
-        process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port",
+        process = subprocess.Popen([sys.executable, "-m", "ppsched.api.cli", "serve", "--port",
                                     str(port)], cwd=ROOT, env=env, stdout=log,
                                    stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"

@@ -21,14 +21,15 @@ import platform
 import time
 from pathlib import Path
 
+from ppsched.solver.exact.v_relaxation import memory_binds, v_rank_relaxation_bound
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.model.bounds import lower_bound
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.solving.entry import heuristic_orders
+
 from benchmarks.markdown_table import markdown_table
-from solver.bounds import lower_bound
-from solver.chunking import with_chunks
-from solver.generators import REGISTRY
-from solver.profile import Problem, parse_profile
-from solver.simulator import simulate
-from solver.solve import heuristic_orders
-from solver.v_relaxation import memory_binds, v_rank_relaxation_bound
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ("gpt1.5b-p8-m24", "gpt14.6b-p16-m48")
@@ -73,14 +74,15 @@ def main(argv: list[str] | None = None) -> int:
             f"in all. Command: `python -m benchmarks.v_memory_bounds --deterministic "
             f"{args.deterministic:g}`.\n\n"
             "Memory is a multiple of the one-chunk profile's 1p limit (p * m_b); the V cut "
-            "halves each stage's activations. `closed-form bound`: `solver.bounds."
+            "halves each stage's activations. `closed-form bound`: `ppsched.solver.model.bounds."
             "lower_bound` of the V cut (blind to memory); `relaxation by rank`: "
-            "`solver.v_relaxation` keeping that rank whole with its exact memory rule "
+            "`ppsched.solver.exact.v_relaxation` keeping that rank whole with its exact memory "
+            "rule "
             f"(CP-SAT, one worker, {args.deterministic:g} deterministic seconds); `bound`: "
             "the larger, which holds over every valid V schedule; `best named V schedule`: "
             "the cheapest of the named V schedules (ZB-V, V-Half, V-Min, DualPipe-V) that "
             "fits the limit; `V heuristic`: the V search's cost "
-            "(`solver.solve.heuristic_orders`).\n\n"
+            "(`ppsched.solver.solving.entry.heuristic_orders`).\n\n"
             "The gpt14.6b-p16-m48 profile is derived from the paper's configurations, not "
             f"measured.\n\n{table}")
     args.out.mkdir(parents=True, exist_ok=True)

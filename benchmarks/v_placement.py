@@ -20,11 +20,11 @@ import os
 import time
 from pathlib import Path
 
-from solver.chunking import with_chunks
-from solver.generators import get_generator
-from solver.profile import parse_profile
-from solver.simulator import simulate
-from solver.solve import heuristic_orders
+from ppsched.solver.generators import get_generator
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.solving.entry import heuristic_orders
 
 ROOT = Path(__file__).resolve().parent.parent
 DERIVED = ("gpt6.2b", "gpt14.6b")

@@ -30,13 +30,15 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.heuristic.chunked_timing import time_chunked_order
+from ppsched.solver.heuristic.greedy import FILL_CHOICES, MEMORY_CAPS, GreedyKnobs, greedy_timed
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.ops import Orders
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.solving.entry import heuristic_orders
+
 from benchmarks.markdown_table import markdown_table
-from solver.chunked_timing import time_chunked_order
-from solver.chunking import with_chunks
-from solver.generators import REGISTRY, Orders
-from solver.greedy import FILL_CHOICES, MEMORY_CAPS, GreedyKnobs, greedy_timed
-from solver.profile import Problem, parse_profile
-from solver.solve import heuristic_orders
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "profiles" / "gpt28.3b-p32-m256.json"

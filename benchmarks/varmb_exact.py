@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solver.profile import parse_profile
-from solver.solve import ExactOptions, solve
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import ExactOptions, solve
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "varmb_exact.md"

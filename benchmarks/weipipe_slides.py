@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solver.advisor import Candidate, advise, parse_advisor_config
+from ppsched.solver.advisor.rank import Candidate, advise, parse_advisor_config
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = {"1f1b": "1F1B", "zb-1p": "ZB1", "zb-2p": "ZB2", "fsdp": "FSDP",

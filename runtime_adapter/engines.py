@@ -13,12 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import torch
+from ppsched.runtime_adapter.executor import PipelineExecutor, StepResult
+from ppsched.runtime_adapter.stage import LossFn
+from ppsched.runtime_adapter.torch_engine import TorchPipelineEngine
+from ppsched.solver.model.schedule import Schedule
 from torch import nn
-
-from runtime_adapter.executor import PipelineExecutor, StepResult
-from runtime_adapter.stage import LossFn
-from runtime_adapter.torch_engine import TorchPipelineEngine
-from solver.schedule import Schedule
 
 ENGINE_NAMES = ("ppsched", "torch")
 

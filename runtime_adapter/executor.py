@@ -31,20 +31,18 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import nn
-
-from runtime_adapter.comm import (
+from ppsched.runtime_adapter.comm import (
     PipelinePeerLost,
     PipelineTimeout,
     ScheduleMismatch,
     posting,
     wait,
 )
-from runtime_adapter.dp_wrappers import unwrap_for_ppsched
-from runtime_adapter.plan import Message, RankPlan, check_schedule, plan_rank
-from runtime_adapter.stage import LossFn, Policy, StageRunner
-from runtime_adapter.timeline import OpRecord
-from runtime_adapter.values import (
+from ppsched.runtime_adapter.dp_wrappers import unwrap_for_ppsched
+from ppsched.runtime_adapter.plan import Message, RankPlan, check_schedule, plan_rank
+from ppsched.runtime_adapter.stage import LossFn, Policy, StageRunner
+from ppsched.runtime_adapter.timeline import OpRecord
+from ppsched.runtime_adapter.values import (
     Layout,
     Value,
     call,
@@ -53,8 +51,9 @@ from runtime_adapter.values import (
     flatten,
     unflatten,
 )
-from solver.ops import Op
-from solver.schedule import Schedule, parse_schedule
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.schedule import Schedule, parse_schedule
+from torch import nn
 
 log = logging.getLogger(__name__)
 

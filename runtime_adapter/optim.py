@@ -21,9 +21,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter.comm import wait
 from torch import nn
-
-from runtime_adapter.comm import wait
 
 
 @dataclass(frozen=True)

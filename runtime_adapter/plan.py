@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from solver.ops import Op, parts
-from solver.schedule import Schedule
-from solver.simulator import simulate
+from ppsched.solver.model.ops import Op, parts
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.sim.simulator import simulate
 
 MessageKind = Literal["activation", "gradient"]
 

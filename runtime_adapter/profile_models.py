@@ -9,9 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from ppsched.runtime_adapter.stage import LossFn
 from torch import nn
-
-from runtime_adapter.stage import LossFn
 
 
 @dataclass(frozen=True)
@@ -30,14 +29,20 @@ def built_in(args: argparse.Namespace, num_stages: int) -> BuiltIn:
     (``--hidden`` is the width, ``--layers-per-stage`` blocks per stage, ``--vocab``,
     ``--seq``, ``--heads``); ``--microbatch-size`` rows per microbatch."""
     if args.model == "gpt":
-        from runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
+        from ppsched.runtime_adapter.gpt import (
+            GPTConfig,
+            gpt_batch,
+            gpt_loss,
+            gpt_model,
+            split_stages,
+        )
 
         config = GPTConfig(vocab=args.vocab, seq=args.seq, dim=args.hidden, heads=args.heads,
                            layers=args.layers_per_stage * num_stages)
         tokens, targets = gpt_batch(config, 1, microbatch_size=args.microbatch_size)
         return BuiltIn(lambda: list(split_stages(gpt_model(config, seed=0), num_stages)),
                        tokens[0], targets[0], gpt_loss)
-    from runtime_adapter.model import example_batch, mlp_stages, mse_loss
+    from ppsched.runtime_adapter.model import example_batch, mlp_stages, mse_loss
 
     inputs, targets = example_batch(1, microbatch_size=args.microbatch_size,
                                     hidden=args.hidden)

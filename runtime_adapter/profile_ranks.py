@@ -31,14 +31,13 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter.profiler import Timer, build_profile, measure_t_comm, saved_bytes
+from ppsched.runtime_adapter.stage import LossFn, StageRunner
+from ppsched.runtime_adapter.values import Value, call, flatten, unflatten
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import parse_profile
 from torch import nn
 from torch.utils._pytree import tree_map
-
-from runtime_adapter.profiler import Timer, build_profile, measure_t_comm, saved_bytes
-from runtime_adapter.stage import LossFn, StageRunner
-from runtime_adapter.values import Value, call, flatten, unflatten
-from solver.errors import ProfileError
-from solver.profile import parse_profile
 
 
 @dataclass(frozen=True)

@@ -40,15 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter.stage import LossFn, StageRunner
+from ppsched.runtime_adapter.values import flatten
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import parse_profile
 from torch import nn
 
-from runtime_adapter.stage import LossFn, StageRunner
-from runtime_adapter.values import flatten
-from solver.errors import ProfileError
-from solver.profile import parse_profile
-
 if TYPE_CHECKING:
-    from runtime_adapter.profile_models import BuiltIn
+    from ppsched.runtime_adapter.profile_models import BuiltIn
 
 log = logging.getLogger(__name__)
 MIB = 2**20
@@ -197,7 +196,7 @@ def build_profile(*, t_f: Sequence[float], t_b: Sequence[float], t_w: Sequence[f
         + ": a weight gradient made in B and held until W (e.g. an embedding or a head)")
     profile: dict[str, Any] = {
         "name": name or f"measured-p{num_ranks}-v{num_chunks}-m{num_microbatches}",
-        "description": f"measured by runtime_adapter.profiler{how} on {device.type}: times "
+        "description": f"measured by ppsched.runtime_adapter.profiler{how} on {device.type}: times "
                        f"in ms (median of {iters}), memory in MiB (bytes of saved tensors)"
                        f"{note}",
         "num_ranks": num_ranks, "num_microbatches": num_microbatches,
@@ -296,11 +295,11 @@ def _r(x: float) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m runtime_adapter.profiler``: profile the built-in MLP (see --help)."""
-    from runtime_adapter.profile_models import built_in
+    """``python -m ppsched.runtime_adapter.profiler``: profile the built-in MLP (see --help)."""
+    from ppsched.runtime_adapter.profile_models import built_in
 
     parser = argparse.ArgumentParser(
-        prog="python -m runtime_adapter.profiler",
+        prog="python -m ppsched.runtime_adapter.profiler",
         description="Measure a built-in model's stages (the example MLP or the small GPT) "
         "and write a profile JSON. Under torchrun with --ranks processes, each rank builds "
         "and measures only its own stages and rank 0 writes the profile; t_comm is "
@@ -367,8 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _profile_per_rank(args: argparse.Namespace, model: BuiltIn, device: torch.device,
                       ) -> dict[str, Any] | None:
     """One process per pipeline rank (torchrun): each measures its own stages."""
-    from runtime_adapter.profile_models import own_stages
-    from runtime_adapter.profile_ranks import profile_model, stages_of_rank
+    from ppsched.runtime_adapter.profile_models import own_stages
+    from ppsched.runtime_adapter.profile_ranks import profile_model, stages_of_rank
 
     if args.policies:
         raise ProfileError("policies", True, "the one-process profiler (run it without "

@@ -29,25 +29,29 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter.comm import PipelineTimeout
+from ppsched.runtime_adapter.engines import ENGINE_NAMES, make_engine
+from ppsched.runtime_adapter.executor import PipelineExecutor
+from ppsched.runtime_adapter.model import example_batch, mlp_stages, mse_loss
+from ppsched.runtime_adapter.optim import step_optimizer
+from ppsched.runtime_adapter.timeline import (
+    compare,
+    format_report,
+    gather_records,
+    measured_schedule,
+)
+from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import Schedule, parse_schedule
+from ppsched.solver.render.trace import render_trace
+from ppsched.solver.solving.entry import solve
 from torch import nn
 
-from runtime_adapter.comm import PipelineTimeout
-from runtime_adapter.engines import ENGINE_NAMES, make_engine
-from runtime_adapter.executor import PipelineExecutor
-from runtime_adapter.model import example_batch, mlp_stages, mse_loss
-from runtime_adapter.optim import step_optimizer
-from runtime_adapter.timeline import compare, format_report, gather_records, measured_schedule
-from solver.errors import ProfileError, ScheduleInvalid
-from solver.profile import parse_profile
-from solver.render.trace import render_trace
-from solver.schedule import Schedule, parse_schedule
-from solver.solve import solve
-
-log = logging.getLogger("runtime_adapter.run")
+log = logging.getLogger("ppsched.runtime_adapter.run")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="torchrun --nproc-per-node P -m runtime_adapter.run",
+    p = argparse.ArgumentParser(prog="torchrun --nproc-per-node P -m ppsched.runtime_adapter.run",
                                 description="Run a pipeline schedule on the example MLP.")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--schedule", help="schedule JSON (DESIGN.md section 4)")
@@ -107,12 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(args.threads)
     if args.engine == "torch" and (args.trace or args.report):
-        print("runtime_adapter.run: error: --trace/--report need --engine ppsched; got "
+        print("ppsched.runtime_adapter.run: error: --trace/--report need --engine ppsched; got "
               "--engine torch, whose runtime records no per-op times", file=sys.stderr)
         return 2
     if "RANK" not in os.environ:
-        print("runtime_adapter.run: error: not launched by torchrun (RANK is not set); run "
-              "`torchrun --nproc-per-node P -m runtime_adapter.run ...`", file=sys.stderr)
+        print("ppsched.runtime_adapter.run: error: not launched by torchrun (RANK is not set); run "
+              "`torchrun --nproc-per-node P -m ppsched.runtime_adapter.run ...`", file=sys.stderr)
         return 2
     # torch's runtime waits with the process group's timeout; ours with --timeout too.
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
@@ -162,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f.write(report)
                     log.info("predicted vs. measured:\n%s", report)
     except (ProfileError, ScheduleInvalid, ValueError, OSError, PipelineTimeout) as exc:
-        print(f"runtime_adapter.run: error on rank {rank}: {exc}", file=sys.stderr)
+        print(f"ppsched.runtime_adapter.run: error on rank {rank}: {exc}", file=sys.stderr)
         return 2
     dist.destroy_process_group()
     return 0

@@ -19,15 +19,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from torch import nn
-
-from runtime_adapter.values import Layout, Value, call, flatten, unflatten
-from runtime_adapter.weight_grad import (
+from ppsched.runtime_adapter.values import Layout, Value, call, flatten, unflatten
+from ppsched.runtime_adapter.weight_grad import (
     Deferred,
     WeightGradStore,
     apply_weight_grads,
     split_linears,
 )
+from torch import nn
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -14,9 +14,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from solver.emit import schedule_from_orders
-from solver.ops import Kind, Op
-from solver.schedule import Schedule, ScheduledOp, ScheduleMetrics
+from ppsched.solver.model.ops import Kind, Op
+from ppsched.solver.model.schedule import Schedule, ScheduledOp, ScheduleMetrics
+from ppsched.solver.sim.emit import schedule_from_orders
 
 
 @dataclass(frozen=True)

@@ -41,16 +41,15 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter.dp_wrappers import check_for_torch
+from ppsched.runtime_adapter.executor import StepResult
+from ppsched.runtime_adapter.stage import LossFn
+from ppsched.solver.model.schedule import Schedule, parse_schedule
+from ppsched.solver.render.torch_csv import DROPPED_KINDS, dropped_note
 from torch import nn
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 from torch.distributed.tensor import DTensor
-
-from runtime_adapter.dp_wrappers import check_for_torch
-from runtime_adapter.executor import StepResult
-from runtime_adapter.stage import LossFn
-from solver.render.torch_csv import DROPPED_KINDS, dropped_note
-from solver.schedule import Schedule, parse_schedule
 
 
 class _AutocastStage(PipelineStage):

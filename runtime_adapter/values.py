@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from ppsched.runtime_adapter.comm import decode_meta, encode_meta
 from torch import nn
-
-from runtime_adapter.comm import decode_meta, encode_meta
 
 Value = (torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor]
          | Mapping[str, torch.Tensor])

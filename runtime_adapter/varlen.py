@@ -23,12 +23,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from runtime_adapter.comm import _HEADER_LEN, decode_meta, encode_meta, posting, wait
-from runtime_adapter.executor import PipelineExecutor, StepResult, _StepState
-from runtime_adapter.plan import Message
-from runtime_adapter.values import Value
-from solver.ops import Op
+from ppsched.runtime_adapter.comm import _HEADER_LEN, decode_meta, encode_meta, posting, wait
+from ppsched.runtime_adapter.executor import PipelineExecutor, StepResult, _StepState
+from ppsched.runtime_adapter.plan import Message
+from ppsched.runtime_adapter.values import Value
+from ppsched.solver.model.ops import Op
 
 
 def microbatch_order(schedule: Any, m: int) -> list[int]:

@@ -3,12 +3,12 @@
 Pure Python: it imports neither torch nor fastapi (DESIGN.md section 5).
 """
 
-from solver.errors import ProfileError, ScheduleInvalid, SolverError, Violation
-from solver.ops import Op
-from solver.profile import Problem, Profile, load_profile, parse_profile
-from solver.schedule import Schedule, parse_schedule
-from solver.simulator import simulate, validate
-from solver.solve import methods, solve
+from ppsched.solver.model.errors import ProfileError, ScheduleInvalid, SolverError, Violation
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, Profile, load_profile, parse_profile
+from ppsched.solver.model.schedule import Schedule, parse_schedule
+from ppsched.solver.sim.simulator import simulate, validate
+from ppsched.solver.solving.entry import methods, solve
 
 __all__ = [
     "Op", "Problem", "Profile", "ProfileError", "Schedule", "ScheduleInvalid", "SolverError",

@@ -15,11 +15,11 @@ def imported_after(statement: str) -> set[str]:
 
 
 def test_solver_is_pure() -> None:
-    modules = imported_after("import solver, solver.solve, solver.render.svg, "
-                             "solver.render.trace, solver.render.torch_csv, solver.bounds")
+    modules = imported_after("import solver, ppsched.solver.solving.entry, ppsched.solver.render.svg, "
+                             "ppsched.solver.render.trace, ppsched.solver.render.torch_csv, ppsched.solver.model.bounds")
     assert not modules & {"torch", "fastapi", "uvicorn", "api", "runtime_adapter"}
 
 
 def test_cli_does_not_pull_runtime_or_torch() -> None:
-    modules = imported_after("import api.cli")
+    modules = imported_after("import ppsched.api.cli")
     assert not modules & {"torch", "runtime_adapter"}

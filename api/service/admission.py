@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 
+from ppsched.api.service.errors import QueueFull, error_body
+from ppsched.api.service.pool import SolverPool
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from api.service.errors import QueueFull, error_body
-from api.service.pool import SolverPool
 
 # Paths whose requests may take a solver worker (the pack router, if any, joins by name).
 GUARDED = frozenset({"/v1/schedules", "/v1/schedules/"})

@@ -7,13 +7,12 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-
-from api.service.config import Settings
-from api.service.flight import SingleFlight
-from api.service.jobs import JobManager
-from api.service.metrics import Metrics
-from api.service.pool import SolverPool
-from api.service.store import Store
+from ppsched.api.service.config import Settings
+from ppsched.api.service.flight import SingleFlight
+from ppsched.api.service.jobs import JobManager
+from ppsched.api.service.metrics import Metrics
+from ppsched.api.service.pool import SolverPool
+from ppsched.api.service.store import Store
 
 
 @dataclass

@@ -15,9 +15,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
 from starlette.exceptions import HTTPException as StarletteHTTPException
-
-from solver.errors import ProfileError, ScheduleInvalid
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from ppsched.api.service.errors import ClientGone
 from starlette.requests import Request
-
-from api.service.errors import ClientGone
 
 T = TypeVar("T")
 

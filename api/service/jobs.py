@@ -21,13 +21,13 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from api.service.config import Settings
-from api.service.errors import QueueFull
-from api.service.metrics import Metrics
-from api.service.solving import SolveSpec
-from api.service.store import JobRecord, Store
-from api.service.worker import JobResult, run_job
-from solver.solve import ILP
+from ppsched.api.service.config import Settings
+from ppsched.api.service.errors import QueueFull
+from ppsched.api.service.metrics import Metrics
+from ppsched.api.service.solving import SolveSpec
+from ppsched.api.service.store import JobRecord, Store
+from ppsched.api.service.worker import JobResult, run_job
+from ppsched.solver.solving.entry import ILP
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.05

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ppsched.api.service.errors import LimitExceeded, error_body
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from api.service.errors import LimitExceeded, error_body
 
 
 class BodyLimit:

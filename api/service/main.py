@@ -12,22 +12,30 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-
-from api.service import retention
-from api.service.admission import Admission
-from api.service.config import Settings
-from api.service.deps import ServiceState
-from api.service.errors import install_error_handlers
-from api.service.headers import SecurityHeaders
-from api.service.jobs import JobManager
-from api.service.limits import BodyLimit
-from api.service.metrics import Metrics
-from api.service.pool import SolverPool
-from api.service.routers import advise, catalog, checks, docs, health, jobs, schedules, static
-from api.service.routers import pack as pack_router
-from api.service.store import open_store
-from solver.profile import Profile
-from solver.schedule import Schedule
+from ppsched.api.service import retention
+from ppsched.api.service.admission import Admission
+from ppsched.api.service.config import Settings
+from ppsched.api.service.deps import ServiceState
+from ppsched.api.service.errors import install_error_handlers
+from ppsched.api.service.headers import SecurityHeaders
+from ppsched.api.service.jobs import JobManager
+from ppsched.api.service.limits import BodyLimit
+from ppsched.api.service.metrics import Metrics
+from ppsched.api.service.pool import SolverPool
+from ppsched.api.service.routers import (
+    advise,
+    catalog,
+    checks,
+    docs,
+    health,
+    jobs,
+    schedules,
+    static,
+)
+from ppsched.api.service.routers import pack as pack_router
+from ppsched.api.service.store import open_store
+from ppsched.solver.model.profile import Profile
+from ppsched.solver.model.schedule import Schedule
 
 log = logging.getLogger(__name__)
 

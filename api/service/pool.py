@@ -18,8 +18,8 @@ from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
-from api.service.errors import QueueFull, WorkerLost
-from api.service.worker import serve_calls
+from ppsched.api.service.errors import QueueFull, WorkerLost
+from ppsched.api.service.worker import serve_calls
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

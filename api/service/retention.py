@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from api.service.config import Settings
-from api.service.store import Store
+from ppsched.api.service.config import Settings
+from ppsched.api.service.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import logging
 import os
 from typing import Any
 
-from solver.errors import ProfileError
+from ppsched.solver.model.errors import ProfileError
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +21,10 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
     """
     try:
         import uvicorn
+        from ppsched.api.service.config import Settings
+        from ppsched.api.service.http import protocol_with
+        from ppsched.api.service.main import create_app
         from pydantic import ValidationError
-
-        from api.service.config import Settings
-        from api.service.http import protocol_with
-        from api.service.main import create_app
     except ImportError as exc:
         raise ProfileError("serve", f"missing module {exc.name!r}", "the service's "
                            "dependencies: pip install 'ppsched[service]'") from None
@@ -39,7 +38,7 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
         name = str(error["loc"][0]) if error["loc"] else "settings"
         raise ProfileError(f"PPSCHED_{name.upper()}", error.get("input"),
                            str(error["msg"])) from None
-    from api.service.store import StoreSettingError
+    from ppsched.api.service.store import StoreSettingError
 
     try:
         app = create_app(settings)

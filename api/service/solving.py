@@ -8,16 +8,16 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
-from api.service.config import Settings
-from api.service.errors import LimitExceeded
-from api.service.schemas import ScheduleRequest
-from api.service.worker import body_with_links, content_id
+from ppsched.api.service.config import Settings
+from ppsched.api.service.errors import LimitExceeded
+from ppsched.api.service.schemas import ScheduleRequest
+from ppsched.api.service.worker import body_with_links, content_id
 
 __all__ = ["content_id"]  # re-exported: the routers' import of it
-from solver.errors import ProfileError
-from solver.method_names import resolve_method
-from solver.profile import Profile, parse_profile
-from solver.solve import ILP, Layout, default_layouts, layout_name, parse_layouts
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.solving.entry import ILP, Layout, default_layouts, layout_name, parse_layouts
+from ppsched.solver.solving.methods import resolve_method
 
 KEY_VERSION = 1  # bump when the same request would give a different schedule
 # Request fields that bound the work, the setting naming each limit, its attribute.
@@ -35,7 +35,8 @@ class SolveSpec:
     time_limit_s: float
     backend: str
     layouts: str = ""
-    """Canonical layouts (`solver.solve.parse_layouts`), empty for the profile as it is."""
+    """Canonical layouts (`ppsched.solver.solving.entry.parse_layouts`), empty for the
+    profile as it is."""
     ops: int = 0
     """The work it asks for: 3 * p * v * m, summed over the layouts (`count_ops`)."""
 

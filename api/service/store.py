@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from api.service.config import Settings
+    from ppsched.api.service.config import Settings
 
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 FINAL_STATUSES = ("done", "failed", "cancelled")
@@ -280,7 +280,7 @@ def open_store(settings: Settings) -> Store:
         raise StoreSettingError(f"PPSCHED_DATABASE_URL: {url.split(':', 1)[0]!r} is not a "
                                 "database this service can use; accepted: a "
                                 "postgresql://user@host:port/dbname URL, or unset for SQLite")
-    from api.service.store_pg import PostgresStore
+    from ppsched.api.service.store_pg import PostgresStore
 
     return PostgresStore(url)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from api.service.store import SCHEMA, Run, Store, StoreSettingError
+from ppsched.api.service.store import SCHEMA, Run, Store, StoreSettingError
 
 log = logging.getLogger(__name__)
 # Any constant: replicas starting at once take it so that only one creates the tables

@@ -16,9 +16,9 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from solver.errors import ProfileError, ScheduleInvalid
-from solver.profile import parse_profile
-from solver.solve import ILP, ExactOptions, Layout, parse_layouts, solve
+from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import ILP, ExactOptions, Layout, parse_layouts, solve
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,10 @@ VIEWS = ("svg", "csv", "trace")
 def render_view(body: str, kind: str) -> str:
     """A stored schedule body drawn as `kind` (svg, csv or trace), in a worker process:
     drawing 10^5 ops takes seconds and would hold the service's GIL."""
-    from solver.render.svg import render_svg
-    from solver.render.torch_csv import render_torch_csv
-    from solver.render.trace import render_trace
-    from solver.schedule import parse_schedule
+    from ppsched.solver.model.schedule import parse_schedule
+    from ppsched.solver.render.svg import render_svg
+    from ppsched.solver.render.torch_csv import render_torch_csv
+    from ppsched.solver.render.trace import render_trace
 
     schedule = parse_schedule(json.loads(body))
     if kind == "svg":

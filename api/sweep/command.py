@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solver.errors import ProfileError
+from ppsched.solver.model.errors import ProfileError
 
 EXIT_USAGE = 2
 EXIT_LOST = 1
@@ -47,8 +47,8 @@ def add_sweep_parser(sub: Any) -> None:
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     """Check the grid, run what is not yet done, then summarise and export every row."""
-    from api.sweep.expand import expand_grid
-    from api.sweep.grid import GridError, load_grid
+    from ppsched.api.sweep.expand import expand_grid
+    from ppsched.api.sweep.grid import GridError, load_grid
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise ProfileError("time-limit", args.time_limit, "a number of seconds > 0")
@@ -65,14 +65,14 @@ def run_sweep_command(args: argparse.Namespace) -> int:
               f"{len(grid.methods)} methods at most); output {output}")
         return 0
 
-    from api.sweep.runner import run_sweep
+    from ppsched.api.sweep.runner import run_sweep
 
     outcome = run_sweep(tasks, output, jobs=args.jobs, scheduler=args.scheduler,
                         keep_dir=args.keep_schedules, progress=not args.no_progress)
     saved = outcome.skipped + outcome.done
     if outcome.interrupted:
         # Count from the file: Ctrl-C may land between a row's write and its tally.
-        from api.sweep.records import read_rows
+        from ppsched.api.sweep.records import read_rows
 
         keys = {task.key for task in tasks}
         saved = len({row["key"] for row in read_rows(output) if row.get("key") in keys})
@@ -92,12 +92,11 @@ def run_sweep_command(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, tasks: list[Any], output: Path) -> list[dict[str, Any]]:
     """Print the summary and write the exports of this grid's rows; returns the rows."""
+    from ppsched.api.sweep.exports import unique_rows, write_csv, write_parquet
+    from ppsched.api.sweep.plots import write_plots
+    from ppsched.api.sweep.records import read_rows
+    from ppsched.api.sweep.summary import render_summary
     from rich.console import Console
-
-    from api.sweep.exports import unique_rows, write_csv, write_parquet
-    from api.sweep.plots import write_plots
-    from api.sweep.records import read_rows
-    from api.sweep.summary import render_summary
 
     # The record may hold rows of other grids: report this grid's, in grid order.
     by_key = {row["key"]: row for row in unique_rows(read_rows(output))}

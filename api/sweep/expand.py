@@ -34,7 +34,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from api.sweep.grid import (
+from ppsched.api.sweep.grid import (
     SCALE_FIELDS,
     SPREAD_AXIS,
     Axis,
@@ -43,12 +43,12 @@ from api.sweep.grid import (
     GridError,
     Memory,
 )
-from solver.chunking import with_chunks
-from solver.errors import ProfileError
-from solver.generators.recompute import recompute_name
-from solver.offload_sizing import with_offload
-from solver.profile import Profile, parse_profile
-from solver.solve import HEURISTIC, ILP
+from ppsched.solver.generators.recompute import recompute_name
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.offload_sizing import with_offload
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.solving.entry import HEURISTIC, ILP
 
 MAX_ROWS = 200_000
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")

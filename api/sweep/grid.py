@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from api.sweep.filters import Filter, compile_filter
-from solver.errors import ProfileError
-from solver.method_names import resolve_method
-from solver.profile import Profile, load_profile
-from solver.solve import OBJECTIVES, methods
+from ppsched.api.sweep.filters import Filter, compile_filter
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import Profile, load_profile
+from ppsched.solver.solving.entry import OBJECTIVES, methods
+from ppsched.solver.solving.methods import resolve_method
 
 TOP_LEVEL = ("profiles", "methods", "axes", "filters", "objective", "time_limit_s")
 FIELD_AXES = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
@@ -211,7 +210,7 @@ class _GridReader:
             raise self.fail(line, "methods is empty: name at least one of " + ", ".join(known))
         resolved = []
         for item, item_line in zip(items, item_lines, strict=True):
-            try:  # our names, and torch's schedule names (solver/method_names.py)
+            try:  # our names, and torch's schedule names (solver/solving/methods.py)
                 resolved.append(resolve_method(str(item), known))
             except ProfileError as exc:
                 raise self.fail(item_line, f"unknown method {item!r}"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from api.sweep.summary import Best, best_per_config, config_columns
+from ppsched.api.sweep.summary import Best, best_per_config, config_columns
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from solver.errors import ProfileError
+from ppsched.solver.model.errors import ProfileError
 
 log = logging.getLogger(__name__)
 

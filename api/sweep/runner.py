@@ -21,10 +21,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from api.sweep.expand import Task
-from api.sweep.records import RowWriter, read_rows
-from api.sweep.task import ignore_sigint, run_task
-from solver.errors import ProfileError
+from ppsched.api.sweep.expand import Task
+from ppsched.api.sweep.records import RowWriter, read_rows
+from ppsched.api.sweep.task import ignore_sigint, run_task
+from ppsched.solver.model.errors import ProfileError
 
 log = logging.getLogger(__name__)
 

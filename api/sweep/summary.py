@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api.sweep.exports import columns
-from api.sweep.task import RESULT_FIELDS
+from ppsched.api.sweep.exports import columns
+from ppsched.api.sweep.task import RESULT_FIELDS
 
 REFERENCE = "1f1b"
 _NOT_CONFIG = {"key", "method", "objective", *RESULT_FIELDS}

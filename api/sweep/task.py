@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from api.sweep.expand import Task
-from solver.errors import ProfileError, ScheduleInvalid, SolverError
-from solver.profile import parse_profile
-from solver.solve import ExactOptions, solve
+from ppsched.api.sweep.expand import Task
+from ppsched.solver.model.errors import ProfileError, ScheduleInvalid, SolverError
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import ExactOptions, solve
 
 log = logging.getLogger(__name__)
 

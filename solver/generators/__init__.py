@@ -1,109 +1,30 @@
-"""The registry of schedule generators: pure functions from a problem to per-rank orders.
+"""The schedule generators: pure functions from a problem to per-rank orders.
 
-A generator only orders ops; the simulator times them (STYLE.md, choice 3). Import this
-package to get every generator registered.
+A generator only orders ops; the simulator times them (STYLE.md, choice 3). Importing this
+package registers every generator of its modules (`registry.REGISTRY`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from ppsched.solver.generators import (  # noqa: F401  (imported to register them)
+    classic,
+    dualpipe_v,
+    interleaved,
+    v_shape,
+    zero_bubble,
+)
+from ppsched.solver.generators.recompute import split_recompute, with_recompute
+from ppsched.solver.generators.registry import (
+    REGISTRY,
+    Generator,
+    GeneratorFn,
+    register,
+    register_rows,
+)
+from ppsched.solver.model.errors import ProfileError
 
-from solver.errors import ProfileError
-from solver.lazy_orders import LazyOrders
-from solver.ops import Op
-from solver.profile import Problem
-
-Orders = list[list[Op]]
-GeneratorFn = Callable[[Problem], Orders]
-RowsFn = Callable[[Problem], list[Iterator[Op]]]
-
-
-@dataclass(frozen=True)
-class Generator:
-    """A registered schedule: its name, what it is, and which shapes it supports."""
-
-    name: str
-    fn: GeneratorFn
-    summary: str
-    num_chunks: tuple[int, ...] = (1,)
-    """The chunk counts `v` it supports; an empty tuple means any `v >= 2`."""
-    placement: str | None = None
-    """The placement it needs when `v > 1` (``loop`` or ``v``); None for single-chunk."""
-    rows: RowsFn | None = None
-    """Each rank's order as an iterator, for a generator written so (`register_rows`)."""
-
-    def supports(self, problem: Problem) -> bool:
-        """Whether this generator can order `problem` (its chunk count and placement)."""
-        if problem.num_chunks == 1:
-            return 1 in self.num_chunks
-        return (not self.num_chunks or problem.num_chunks in self.num_chunks) and \
-            problem.placement == self.placement
-
-    def __call__(self, problem: Problem) -> Orders:
-        if not self.supports(problem):
-            raise self.refusal(problem)
-        return self.fn(problem)
-
-    def lazy(self, problem: Problem) -> LazyOrders:
-        """The orders as `LazyOrders`: generated as far as they are read where the
-        generator writes rank by rank, else complete at once."""
-        if not self.supports(problem):
-            raise self.refusal(problem)
-        if self.rows is None:
-            return LazyOrders.of(self.fn(problem))
-        return LazyOrders(self.rows(problem))
-
-    def refusal(self, problem: Problem) -> ProfileError:
-        """The error naming why `problem`'s shape is not one this generator orders."""
-        chunks = "= " + " or ".join(map(str, self.num_chunks)) if self.num_chunks else ">= 2"
-        wanted = f"num_chunks {chunks}" + (
-            f" with placement '{self.placement}'" if self.placement else "")
-        chunks_ok = problem.num_chunks in self.num_chunks or (
-            not self.num_chunks and problem.num_chunks > 1)
-        if chunks_ok and problem.num_chunks > 1:
-            return ProfileError("placement", problem.placement,
-                                f"'{self.placement}' for schedule '{self.name}'")
-        hint = ""
-        if problem.num_chunks == 1 and self.placement:
-            layout = "v" if self.placement == "v" else "loop2"
-            hint = f" (allow layout '{layout}' to re-cut a one-chunk profile's model)"
-        return ProfileError("num_chunks", problem.num_chunks, f"{wanted} for schedule "
-                            f"'{self.name}'{hint}")
-
-
-REGISTRY: dict[str, Generator] = {}
-
-
-def register(name: str, summary: str, num_chunks: tuple[int, ...] = (1,),
-             placement: str | None = None) -> Callable[[GeneratorFn], GeneratorFn]:
-    """Decorator: add a generator to the registry under `name`."""
-
-    def add(fn: GeneratorFn) -> GeneratorFn:
-        if name in REGISTRY:
-            raise RuntimeError(f"generator {name!r} registered twice")
-        REGISTRY[name] = Generator(name, fn, summary, num_chunks, placement)
-        return fn
-
-    return add
-
-
-def register_rows(name: str, summary: str, num_chunks: tuple[int, ...] = (1,),
-                  placement: str | None = None) -> Callable[[RowsFn], RowsFn]:
-    """Decorator: add a generator that writes each rank's order as an iterator; its
-    orders are those iterators drained (`Generator.lazy` reads them as they come)."""
-
-    def add(rows: RowsFn) -> RowsFn:
-        if name in REGISTRY:
-            raise RuntimeError(f"generator {name!r} registered twice")
-
-        def orders(problem: Problem) -> Orders:
-            return [list(row) for row in rows(problem)]
-
-        REGISTRY[name] = Generator(name, orders, summary, num_chunks, placement, rows)
-        return rows
-
-    return add
+__all__ = ["REGISTRY", "Generator", "GeneratorFn", "get_generator", "register",
+           "register_rows"]
 
 
 def get_generator(name: str) -> Generator:
@@ -122,15 +43,3 @@ def get_generator(name: str) -> Generator:
         raise ProfileError("method", name, "one of " + ", ".join(sorted(REGISTRY))
                            + ", or any of them + '+recompute' (every stage) or "
                            "'+recompute:K' (the first K stages)") from None
-
-
-# Registration happens on import of the modules that define generators.
-from solver.generators import (  # noqa: E402, F401
-    classic,
-    dualpipe_v,
-    interleaved,
-    pipeoffload,
-    v_shape,
-    zero_bubble,
-)
-from solver.generators.recompute import split_recompute, with_recompute  # noqa: E402

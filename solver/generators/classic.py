@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from solver.generators import Orders, register
-from solver.ops import Op
-from solver.profile import Problem
+from ppsched.solver.generators.registry import register
+from ppsched.solver.model.ops import Op, Orders
+from ppsched.solver.model.profile import Problem
 
 
 @register("gpipe", "GPipe: all forwards, then all backwards (fused BW); holds m activations")

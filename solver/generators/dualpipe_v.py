@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from solver.errors import ProfileError
-from solver.generators import register_rows
-from solver.ops import FBOp, Op
-from solver.profile import Problem
+from ppsched.solver.generators.registry import register_rows
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import FBOp, Op
+from ppsched.solver.model.profile import Problem
 
 
 @register_rows("dualpipe-v", "DualPipe-V: V placement, forward of one chunk overlapped with "

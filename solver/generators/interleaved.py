@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from solver.errors import ProfileError
-from solver.generators import Orders, register
-from solver.ops import Op
-from solver.profile import Problem
+from ppsched.solver.generators.registry import register
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import Op, Orders
+from ppsched.solver.model.profile import Problem
 
 
 @register("1f1b-interleaved", "Interleaved 1F1B (Megatron's virtual pipeline, loop "

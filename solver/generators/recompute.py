@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 
-from solver.errors import ProfileError
-from solver.generators import Generator, Orders
-from solver.ops import Op, parts
-from solver.policy_fields import policy_fields
-from solver.profile import Problem
+from ppsched.solver.generators.registry import Generator
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import Op, Orders, parts
+from ppsched.solver.model.policy_fields import policy_fields
+from ppsched.solver.model.profile import Problem
 
 SUFFIX = "+recompute"
 _NAME = re.compile(r"^(?P<base>.+)\+recompute(?::(?P<stages>\d+))?$")

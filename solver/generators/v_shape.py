@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from solver.generators import register_rows
-from solver.ops import Op
-from solver.profile import Problem
+from ppsched.solver.generators.registry import register_rows
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem
 
 # Ops are built with tuple.__new__: half the time of the named tuple's own constructor,
 # which shows at 49k ops a schedule (issue 11).

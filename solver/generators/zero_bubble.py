@@ -6,9 +6,9 @@ chain then reaches the first rank sooner, and the deferred Ws fill what 1F1B lea
 
 from __future__ import annotations
 
-from solver.generators import Orders, register
-from solver.ops import Op
-from solver.profile import Problem
+from ppsched.solver.generators.registry import register
+from ppsched.solver.model.ops import Op, Orders
+from ppsched.solver.model.profile import Problem
 
 
 @register("zb-h1", "ZB-H1: 1F1B with split backward; rank r defers r Ws; 1F1B's memory")

@@ -1,9 +1,9 @@
 """Packing samples into microbatches and data-parallel replicas (DESIGN.md 6.2): the layer
 above the schedule. `pack` is the entry point; `partition` holds the algorithms."""
 
-from solver.packing.cost import CostModel, CostModelError, Quadratic, fit_quadratic
-from solver.packing.lengths import LengthsError, check_lengths, read_lengths
-from solver.packing.pack import (
+from ppsched.solver.packing.cost import CostModel, CostModelError, Quadratic, fit_quadratic
+from ppsched.solver.packing.lengths import LengthsError, check_lengths, read_lengths
+from ppsched.solver.packing.pack import (
     MicrobatchPlan,
     Packing,
     PackingError,
@@ -17,7 +17,7 @@ from solver.packing.pack import (
     solve_replicas,
     split_replicas,
 )
-from solver.packing.search import best_packing, fill_samples, pack, rebalance
+from ppsched.solver.packing.search import best_packing, fill_samples, pack, rebalance
 
 __all__ = [
     "CostModel",

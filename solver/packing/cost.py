@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver.errors import ProfileError
+from ppsched.solver.model.errors import ProfileError
 
 
 class CostModelError(ProfileError):

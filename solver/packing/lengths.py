@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from solver.errors import ProfileError
+from ppsched.solver.model.errors import ProfileError
 
 # Larger counts lose precision as floats (2**53); no real sample comes near.
 MAX_TOKENS = 10**12

@@ -19,18 +19,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from solver.errors import ProfileError
-from solver.packing.cost import CostModel
-from solver.packing.lengths import MAX_TOKENS, check_lengths
-from solver.packing.partition import (
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.packing.cost import CostModel
+from ppsched.solver.packing.lengths import MAX_TOKENS, check_lengths
+from ppsched.solver.packing.partition import (
     Bins,
     balanced_partition,
     deal_with_counts,
     fill_in_order,
 )
-from solver.profile import Profile, parse_profile
-from solver.schedule import Schedule
-from solver.solve import chooses_entry_order, solve
+from ppsched.solver.solving.entry import chooses_entry_order, solve
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class Packing:
     method: str
     replicas: tuple[ReplicaPlan, ...]
     strategy: str = ""
-    """Which assignment ppsched's search kept (`solver.packing.search`); "" for naive."""
+    """Which assignment ppsched's search kept (`ppsched.solver.packing.search`); "" for naive."""
     moves: int = 0
     """Samples the search moved between replicas after choosing the assignment."""
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solver.packing.cost import CostModel
-from solver.packing.pack import (
+from ppsched.solver.model.profile import Profile
+from ppsched.solver.packing.cost import CostModel
+from ppsched.solver.packing.pack import (
     Packing,
     PackResult,
     PackSpec,
@@ -34,8 +35,7 @@ from solver.packing.pack import (
     solve_replicas,
     split_replicas,
 )
-from solver.packing.partition import Bins
-from solver.profile import Profile
+from ppsched.solver.packing.partition import Bins
 
 # Samples tried per rebalancing step (those whose cost is nearest half the gap between
 # the slowest and the fastest replica): each try solves two replicas.

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from solver.errors import ProfileError
-from solver.ops import Op
-from solver.profile import Profile, parse_profile
-from solver.render.torch_csv import parse_torch_csv
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.render.torch_csv import parse_torch_csv
 
 # The profile used when none is given: every op takes 1, no latency, no memory limit.
 UNIT_TIMES: dict[str, Any] = {"t_f": 1.0, "t_b": 1.0, "t_w": 1.0, "t_comm": 0.0,

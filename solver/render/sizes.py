@@ -8,7 +8,7 @@ input microbatch ``microbatch_order[j]``.
 
 from __future__ import annotations
 
-from solver.schedule import Schedule
+from ppsched.solver.model.schedule import Schedule
 
 
 def microbatch_sizes(schedule: Schedule) -> tuple[float, ...] | None:

@@ -12,9 +12,9 @@ import math
 import re
 from xml.sax.saxutils import escape
 
-from solver.ops import KINDS, Kind, lane_of
-from solver.render.sizes import input_microbatch, microbatch_sizes, size_label
-from solver.schedule import Schedule, ScheduledOp
+from ppsched.solver.model.ops import KINDS, Kind, lane_of
+from ppsched.solver.model.schedule import Schedule, ScheduledOp
+from ppsched.solver.render.sizes import input_microbatch, microbatch_sizes, size_label
 
 # Geometry, in px. The drawable width is fixed so charts of any cost compare at a glance.
 _PLOT_WIDTH = 1200.0

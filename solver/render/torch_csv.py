@@ -17,8 +17,8 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from solver.ops import Op, op_from_torch
-from solver.schedule import Schedule
+from ppsched.solver.model.ops import Op, op_from_torch
+from ppsched.solver.model.schedule import Schedule
 
 # torch's compute actions with a microbatch (``_ComputationType`` F, I, W, B).
 _COMPUTE = re.compile(r"^\d+[FIWB]\d+$")

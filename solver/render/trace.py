@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from solver.ops import lane_of
-from solver.render.sizes import input_microbatch, microbatch_sizes
-from solver.schedule import Schedule, ScheduledOp
+from ppsched.solver.model.ops import lane_of
+from ppsched.solver.model.schedule import Schedule, ScheduledOp
+from ppsched.solver.render.sizes import input_microbatch, microbatch_sizes
 
 _PID = 0  # one process: the pipeline
 _US_PER_UNIT = 1000.0  # profile times are ms; trace timestamps are us

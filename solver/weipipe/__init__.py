@@ -5,9 +5,9 @@ Activations stay on their rank; weight chunks and their gradients travel a ring 
 `simulator` the ring-step timing model, `render` the text grid and the SVG.
 """
 
-from solver.weipipe.profile import WeiPipeProfile, parse_weipipe_profile
-from solver.weipipe.schedules import SCHEDULES, build_program
-from solver.weipipe.simulator import WeiPipeResult, simulate_weipipe
+from ppsched.solver.weipipe.profile import WeiPipeProfile, parse_weipipe_profile
+from ppsched.solver.weipipe.schedules import SCHEDULES, build_program
+from ppsched.solver.weipipe.simulator import WeiPipeResult, simulate_weipipe
 
 __all__ = ["SCHEDULES", "WeiPipeProfile", "WeiPipeResult", "build_program",
            "parse_weipipe_profile", "simulate_weipipe"]

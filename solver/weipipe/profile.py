@@ -9,9 +9,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
+from ppsched.solver.model.errors import ProfileError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from solver.errors import ProfileError
 
 PerChunk = float | list[float]
 _PER_CHUNK_FIELDS = ("t_f", "t_b", "t_w", "weight_bytes", "grad_bytes", "activation_bytes",

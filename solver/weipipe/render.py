@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from solver.render.svg import nice_step
-from solver.weipipe.simulator import WeiPipeResult
+from ppsched.solver.render.svg import nice_step
+from ppsched.solver.weipipe.simulator import WeiPipeResult
 
 _COLOUR = {"F": "#3b75af", "B": "#2a9d8f", "W": "#e69b2d", "BW": "#8263b5"}
 _LINK = "#9a9a9a"

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from solver.errors import ProfileError
+from ppsched.solver.model.errors import ProfileError
 
 KINDS = ("F", "B", "W", "BW")
 GRAD_KINDS = ("W", "BW")  # ops that produce a chunk's weight gradient D

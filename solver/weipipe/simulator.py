@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from solver.errors import ScheduleInvalid, Violation
-from solver.weipipe.profile import WeiPipeProfile
-from solver.weipipe.schedules import GRAD_KINDS, SCHEDULES, Program, WOp, build_program
+from ppsched.solver.model.errors import ScheduleInvalid, Violation
+from ppsched.solver.weipipe.profile import WeiPipeProfile
+from ppsched.solver.weipipe.schedules import GRAD_KINDS, SCHEDULES, Program, WOp, build_program
 
 _STREAM = {"F": "F", "B": "B", "BW": "B", "W": "W"}
 

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from api.cli import main
+from ppsched.api.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "advise-llama-16gpu.yaml"
 

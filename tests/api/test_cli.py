@@ -9,17 +9,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from solver.render.torch_csv import parse_torch_csv
-from solver.schedule import parse_schedule
-from solver.simulator import simulate
+from ppsched.solver.model.schedule import parse_schedule
+from ppsched.solver.render.torch_csv import parse_torch_csv
+from ppsched.solver.sim.simulator import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = sorted((ROOT / "profiles").glob("*.json"))
 
 
 def ppsched(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "api.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ppsched.api.cli", *args], capture_output=True,
                           text=True, cwd=cwd or ROOT, timeout=120)
 
 

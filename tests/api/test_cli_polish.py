@@ -13,8 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from api import cli
+from ppsched.api import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"
@@ -23,7 +22,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 def ppsched(*args: str, cwd: Path | None = None, umask: int | None = None,
             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "api.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ppsched.api.cli", *args], capture_output=True,
                           text=True, cwd=cwd or ROOT, timeout=120, env=ENV,
                           umask=-1 if umask is None else umask)
 
@@ -32,7 +31,7 @@ def without(modules: list[str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run the CLI in an interpreter where `modules` cannot be imported."""
     code = ("import sys\n"
             f"for name in {modules!r}: sys.modules[name] = None\n"
-            "from api.cli import main\n"
+            "from ppsched.api.cli import main\n"
             f"sys.exit(main({list(args)!r}))\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, env=ENV)
@@ -58,7 +57,8 @@ def test_a_missing_extra_is_one_line_naming_it(modules: list[str], args: tuple[s
 def _piped_to_head(*args: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[bytes],
                                                          bytes]:
     """Run the CLI with its stdout closed after two lines, as `| head -2` does."""
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "ppsched.api.cli", *args],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=tmp_path, env=ENV)
     assert proc.stdout is not None and proc.stderr is not None
     head = proc.stdout.readline() + proc.stdout.readline()
@@ -85,7 +85,7 @@ def test_schema_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
 
 
 def test_files_are_written_before_the_summary_is_printed(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "solve", str(PROFILE),
+    proc = subprocess.Popen([sys.executable, "-m", "ppsched.api.cli", "solve", str(PROFILE),
                              "--svg", "s.svg", "-o", "s.json"], stdout=subprocess.PIPE,
                             cwd=tmp_path, env=ENV)
     assert proc.stdout is not None

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from api.cli import main
+from ppsched.api.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 LENGTHS = [900, 4000, 1200, 300, 7000, 2500, 800, 1600, 3000, 500, 650, 2200, 5100, 150,
@@ -31,7 +30,7 @@ def test_pack_command_end_to_end(tmp_path: Path, base: Path) -> None:
                               for i, s in enumerate(LENGTHS)))
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "api.cli", "pack", str(data), "--field", "num_tokens",
+        [sys.executable, "-m", "ppsched.api.cli", "pack", str(data), "--field", "num_tokens",
          "--cap", "8192", "--replicas", "2", "--microbatches", "3",
          "--profile", str(base), "--cost", "1e-4,1,2", "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
@@ -56,7 +55,7 @@ def test_pack_command_end_to_end(tmp_path: Path, base: Path) -> None:
         assert all(mb["memory"] == 2 * mb["tokens"] for mb in r["microbatches"])
     # Each replica's schedule is the CLI's own schedule JSON: `ppsched simulate` accepts it.
     schedule = out / "packed-replica0.schedule.json"
-    check = subprocess.run([sys.executable, "-m", "api.cli", "simulate", str(schedule)],
+    check = subprocess.run([sys.executable, "-m", "ppsched.api.cli", "simulate", str(schedule)],
                            cwd=REPO, capture_output=True, text=True, timeout=120,
                            check=False)
     assert check.returncode == 0, check.stdout + check.stderr

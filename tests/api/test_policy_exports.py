@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solver.offload_sizing import with_offload
-from solver.profile import load_profile
-from solver.render.torch_csv import parse_torch_csv
-from solver.schedule import parse_schedule
+from ppsched.solver.model.offload_sizing import with_offload
+from ppsched.solver.model.profile import load_profile
+from ppsched.solver.model.schedule import parse_schedule
+from ppsched.solver.render.torch_csv import parse_torch_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ def test_cli_csv_drops_copies_with_a_note(tmp_path: Path) -> None:
     source = tmp_path / "p.json"
     source.write_text(json.dumps(_offload_profile()))
     out, csv = tmp_path / "s.json", tmp_path / "s.csv"
-    result = subprocess.run([sys.executable, "-m", "api.cli", "solve", str(source), "-o",
+    result = subprocess.run([sys.executable, "-m", "ppsched.api.cli", "solve", str(source), "-o",
                              str(out), "--csv", str(csv), "--layouts", "1"],
                             capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr

@@ -8,10 +8,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from api.cli import main
-from solver.render.torch_csv import parse_torch_csv
-from solver.torchtitan_recipe import torchtitan_stage_layers
+from ppsched.api.cli import main
+from ppsched.solver.integrations.torchtitan_recipe import torchtitan_stage_layers
+from ppsched.solver.render.torch_csv import parse_torch_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 GPT = str(ROOT / "profiles" / "gpt1.5b-p8-m24.json")

@@ -56,7 +56,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = folder / "server.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "api.service.main:app_from_env",
+            [sys.executable, "-m", "uvicorn", "--factory", "ppsched.api.service.main:app_from_env",
              "--host", "127.0.0.1", "--port", str(port)],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

@@ -7,8 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from api.cli import main
+from ppsched.api.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "weipipe-p4.json"
 

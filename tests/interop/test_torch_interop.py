@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ppsched.runtime_adapter.launch import launch_local
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import solve
 
-from runtime_adapter.launch import launch_local
-from solver.profile import parse_profile
-from solver.solve import solve
 from tests.interop import torch_side
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ UNIFORM = ROOT / "profiles" / "uniform-p4-m8.json"
 
 
 def ppsched(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "api.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ppsched.api.cli", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=120)
 
 

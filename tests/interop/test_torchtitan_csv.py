@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from ppsched.api.cli import main
 from torch.distributed.pipelining.schedules import (
     PipelineScheduleSingle,
     ScheduleDualPipeV,
@@ -16,7 +17,6 @@ from torch.distributed.pipelining.schedules import (
     get_schedule_class,
 )
 
-from api.cli import main
 from tests.interop.torch_side import _stage_stub
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,13 +8,13 @@ import copy
 from typing import Any
 
 import torch.distributed as dist
+from ppsched.runtime_adapter import dp_wrappers, torch_engine
+from ppsched.runtime_adapter.gpt import GPTConfig, gpt_model, split_stages
+from ppsched.runtime_adapter.stage import LossFn
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.nn.parallel import DistributedDataParallel
 
-from runtime_adapter import dp_wrappers, torch_engine
-from runtime_adapter.gpt import GPTConfig, gpt_model, split_stages
-from runtime_adapter.stage import LossFn
 from tests.runtime_adapter import grid
 
 

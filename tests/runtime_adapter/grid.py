@@ -16,15 +16,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import nn
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor
-from torch.nn.parallel import DistributedDataParallel
-
-from runtime_adapter.dp_wrappers import fully_shard_stages
-from runtime_adapter.engines import make_engine
-from runtime_adapter.executor import PipelineExecutor
-from runtime_adapter.gpt import (
+from ppsched.runtime_adapter.dp_wrappers import fully_shard_stages
+from ppsched.runtime_adapter.engines import make_engine
+from ppsched.runtime_adapter.executor import PipelineExecutor
+from ppsched.runtime_adapter.gpt import (
     GPTConfig,
     gpt_batch,
     gpt_loss,
@@ -32,10 +27,14 @@ from runtime_adapter.gpt import (
     split_stages,
     tied_parameters,
 )
-from runtime_adapter.torch_engine import TorchPipelineEngine
-from solver.profile import parse_profile
-from solver.schedule import Schedule
-from solver.solve import solve
+from ppsched.runtime_adapter.torch_engine import TorchPipelineEngine
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.solving.entry import solve
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel
 
 M = 4  # microbatches per replica
 LR = 1e-2

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ppsched.runtime_adapter.launch import LaunchError, launch_local
+from ppsched.solver.generators import REGISTRY
 
-from runtime_adapter.launch import LaunchError, launch_local
-from solver.generators import REGISTRY
 from tests.runtime_adapter import workers
 
 pytestmark = pytest.mark.dist

@@ -5,8 +5,8 @@ The wrappings that do compose are in the correctness grid (test_grid.py)."""
 from __future__ import annotations
 
 import pytest
+from ppsched.runtime_adapter.launch import LaunchError, launch_local
 
-from runtime_adapter.launch import LaunchError, launch_local
 from tests.runtime_adapter import engine_side
 
 pytestmark = pytest.mark.dist

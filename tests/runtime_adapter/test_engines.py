@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import pytest
+from ppsched.runtime_adapter import run
+from ppsched.runtime_adapter.engines import make_engine
+from ppsched.runtime_adapter.launch import launch_local
+from ppsched.runtime_adapter.model import mse_loss
+from ppsched.runtime_adapter.torch_engine import TorchPipelineEngine
 from torch import nn
 
-from runtime_adapter import run
-from runtime_adapter.engines import make_engine
-from runtime_adapter.launch import launch_local
-from runtime_adapter.model import mse_loss
-from runtime_adapter.torch_engine import TorchPipelineEngine
 from tests.runtime_adapter import engine_side, workers
 
 
@@ -44,7 +44,7 @@ def test_run_command_refuses_a_trace_from_the_torch_engine(
     err = capsys.readouterr().err
     assert code == 2
     assert err.strip().splitlines() == [
-        "runtime_adapter.run: error: --trace/--report need --engine ppsched; got --engine "
+        "ppsched.runtime_adapter.run: error: --trace/--report need --engine ppsched; got --engine "
         "torch, whose runtime records no per-op times"]
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ppsched.runtime_adapter.launch import launch_local
+from ppsched.runtime_adapter.plan import plan_rank
+from ppsched.solver.model.ops import FBOp, Op
 
-from runtime_adapter.launch import launch_local
-from runtime_adapter.plan import plan_rank
-from solver.ops import FBOp, Op
 from tests.runtime_adapter import workers
 
 pytestmark = pytest.mark.dist

@@ -6,8 +6,7 @@ import copy
 
 import pytest
 import torch
-
-from runtime_adapter.gpt import (
+from ppsched.runtime_adapter.gpt import (
     GPTConfig,
     gpt_batch,
     gpt_loss,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ppsched.runtime_adapter.launch import launch_local
 
-from runtime_adapter.launch import launch_local
 from tests.runtime_adapter import grid
 
 pytestmark = pytest.mark.dist

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from runtime_adapter.plan import check_schedule, plan_rank
-from solver.ops import Op
-from solver.schedule import parse_schedule
+from ppsched.runtime_adapter.plan import check_schedule, plan_rank
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.schedule import parse_schedule
+
 from tests.runtime_adapter.workers import build_schedule, gpipe_per_chunk
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 import torch
+from ppsched.runtime_adapter.launch import launch_local
+from ppsched.runtime_adapter.stage import StageRunner
+from ppsched.solver.sim.simulator import simulate
 from torch import nn
 
-from runtime_adapter.launch import launch_local
-from runtime_adapter.stage import StageRunner
-from solver.simulator import simulate
 from tests.runtime_adapter import workers
 
 TOLERANCE = 1e-5  # relative, fp32, as in test_dist.py

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
-from runtime_adapter.launch import LaunchError, launch_local
-from runtime_adapter.profiler import MIB
-from solver.profile import parse_profile
-from solver.solve import solve
+from ppsched.runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
+from ppsched.runtime_adapter.launch import LaunchError, launch_local
+from ppsched.runtime_adapter.profiler import MIB
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import solve
 
 # A vocabulary much larger than a microbatch's tokens: the embedding's dense gradient
 # (vocab x dim) is made in B and held until W.
@@ -27,7 +26,7 @@ CONFIG = GPTConfig(vocab=2048, seq=8, dim=16, heads=2, layers=4)
 
 def profile_on_ranks(rank: int, world: int, chunks: int, placement: str | None,
                      wrong: bool) -> dict[str, Any] | None:
-    from runtime_adapter.profile_ranks import profile_model
+    from ppsched.runtime_adapter.profile_ranks import profile_model
 
     num_stages = world * chunks
     owned = parse_profile({"name": "x", "num_ranks": world, "num_microbatches": 4,
@@ -79,7 +78,7 @@ def test_torchrun_profiles_the_gpt_per_rank(tmp_path: Path) -> None:
     out = tmp_path / "profile.json"
     ran = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-         "2", "-m", "runtime_adapter.profiler", "--ranks", "2",
+         "2", "-m", "ppsched.runtime_adapter.profiler", "--ranks", "2",
          "--model", "gpt", "--hidden", "32", "--seq", "16", "--microbatch-size", "2",
          "--layers-per-stage", "1", "--iters", "1", "-o", str(out)],
         capture_output=True, text=True, cwd=ROOT, timeout=300,

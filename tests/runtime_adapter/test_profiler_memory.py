@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 
-from runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
-from runtime_adapter.profiler import MIB, profile_stages
-from solver.profile import parse_profile
-from solver.solve import solve
+from ppsched.runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
+from ppsched.runtime_adapter.profiler import MIB, profile_stages
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import solve
 
 
 def test_gpt_embedding_stage_has_m_w_above_m_b_and_the_solver_accepts_it() -> None:
@@ -34,7 +34,7 @@ def test_gpt_embedding_stage_has_m_w_above_m_b_and_the_solver_accepts_it() -> No
 
 
 def test_profiler_measures_what_recompute_and_offload_need() -> None:
-    from runtime_adapter.model import example_batch, mlp_stages, mse_loss
+    from ppsched.runtime_adapter.model import example_batch, mlp_stages, mse_loss
 
     stages = mlp_stages(2, hidden=32, layers_per_stage=2, seed=0)
     inputs, targets = example_batch(1, hidden=32, microbatch_size=8)

@@ -8,9 +8,8 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
+from ppsched.runtime_adapter.stage import StageRunner
 from torch import nn
-
-from runtime_adapter.stage import StageRunner
 
 
 class TiedTwice(nn.Module):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from ppsched.runtime_adapter.timeline import OpRecord, compare, format_report, measured_schedule
+from ppsched.solver.render.trace import render_trace
 
-from runtime_adapter.timeline import OpRecord, compare, format_report, measured_schedule
-from solver.render.trace import render_trace
 from tests.runtime_adapter.workers import build_schedule
 
 

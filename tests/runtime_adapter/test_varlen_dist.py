@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 import torch
+from ppsched.runtime_adapter.launch import launch_local
+from ppsched.runtime_adapter.model import Block
+from ppsched.runtime_adapter.varlen import VariableShapeExecutor, microbatch_order
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import Schedule, parse_schedule
+from ppsched.solver.solving.entry import solve
 from torch import nn
-
-from runtime_adapter.launch import launch_local
-from runtime_adapter.model import Block
-from runtime_adapter.varlen import VariableShapeExecutor, microbatch_order
-from solver.profile import parse_profile
-from solver.schedule import Schedule, parse_schedule
-from solver.solve import solve
 
 pytestmark = pytest.mark.dist
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import copy
 
 import torch
+from ppsched.runtime_adapter.model import Block, mse_loss
+from ppsched.runtime_adapter.stage import StageRunner
+from ppsched.runtime_adapter.weight_grad import SplitLinear, WeightGradStore, split_linears
 from torch import nn
-
-from runtime_adapter.model import Block, mse_loss
-from runtime_adapter.stage import StageRunner
-from runtime_adapter.weight_grad import SplitLinear, WeightGradStore, split_linears
 
 
 def _model() -> nn.Module:

@@ -13,18 +13,18 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter.comm import PipelineTimeout
+from ppsched.runtime_adapter.executor import PipelineExecutor
+from ppsched.runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
+from ppsched.runtime_adapter.model import example_batch, mlp_stages, mse_loss
+from ppsched.runtime_adapter.optim import step_optimizer
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.solving.entry import solve
 from torch import nn
 
-from runtime_adapter.comm import PipelineTimeout
-from runtime_adapter.executor import PipelineExecutor
-from runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
-from runtime_adapter.model import example_batch, mlp_stages, mse_loss
-from runtime_adapter.optim import step_optimizer
-from solver.emit import schedule_from_orders
-from solver.ops import Op
-from solver.profile import parse_profile
-from solver.schedule import Schedule
-from solver.solve import solve
 from tests.runtime_adapter import grid
 
 HIDDEN = 16
@@ -342,7 +342,7 @@ def loss_scaling(rank: int, world: int) -> dict[str, Any]:
     """The GPT under 1F1B: (a) fp32 with loss scale 1024 ends where scale 1 ends; (b) fp16
     autocast from a scale that overflows: steps are skipped on every rank alike and the
     scale backs off until one is finite."""
-    from runtime_adapter.optim import LossScaler
+    from ppsched.runtime_adapter.optim import LossScaler
 
     schedule = grid.schedule_for("1f1b", world)
     config = GPTConfig(layers=world)

@@ -1,14 +1,15 @@
-"""What every raced list-scheduling build (`solver.greedy`, `solver.lookahead`) must do."""
+"""What every raced list-scheduling build (`ppsched.solver.heuristic.greedy`,
+`ppsched.solver.heuristic.lookahead`) must do."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
-from solver.chunked_timing import CANNOT_WIN, DEADLOCK, OVER_THE_LIMIT
-from solver.generators import Orders
-from solver.profile import Problem
-from solver.simulator import validate
+from ppsched.solver.heuristic.chunked_timing import CANNOT_WIN, DEADLOCK, OVER_THE_LIMIT
+from ppsched.solver.model.ops import Orders
+from ppsched.solver.model.profile import Problem
+from ppsched.solver.sim.simulator import validate
 
 Build = Callable[[float], tuple[Orders, float] | str]
 """A build of fixed problem, knobs and objective, raced against the incumbent given."""

@@ -5,17 +5,16 @@ from __future__ import annotations
 import copy
 
 import pytest
-
-from solver.advisor import (
+from ppsched.solver.advisor.costs import Cluster, ModelDims, layer_costs, ring_collective_s
+from ppsched.solver.advisor.rank import (
     STRATEGIES,
     AdvisorConfig,
     advise,
     format_table,
     parse_advisor_config,
 )
-from solver.advisor_costs import Cluster, ModelDims, layer_costs, ring_collective_s
-from solver.errors import ProfileError
-from solver.generators import REGISTRY
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.model.errors import ProfileError
 
 BASE = {
     "model": {"layers": 8, "hidden": 1024, "heads": 8, "seq_len": 2048,

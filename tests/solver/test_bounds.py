@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from ortools.sat.python import cp_model
-
-from solver.bounds import (
+from ppsched.solver.exact.cpsat import solve_cpsat
+from ppsched.solver.exact.frame import SCOPE_ALL, SCOPE_FIFO, checked_bound
+from ppsched.solver.exact.milp import solve_milp
+from ppsched.solver.model.bounds import (
     _chain_start,
     _longest_trip_ranks,
     lower_bound,
@@ -21,13 +23,11 @@ from solver.bounds import (
     rank_span_bound,
     round_trip,
 )
-from solver.cpsat import solve_cpsat
-from solver.errors import SolverError
-from solver.exact import SCOPE_ALL, SCOPE_FIFO, checked_bound
-from solver.milp import solve_milp
-from solver.ops import Op
-from solver.profile import Problem, parse_profile
-from solver.solve import ExactOptions, solve
+from ppsched.solver.model.errors import SolverError
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.solving.entry import ExactOptions, solve
+
 from tests.solver.test_brute_force import _brute_force
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
@@ -78,7 +78,7 @@ def test_heavy_w_bounds_and_exact_models_against_brute_force(seed: int) -> None:
     # The general bound holds over every schedule.
     assert lower_bound(problem) <= best.cost + 1e-9
     # Both exact models find the FIFO optimum, and their bounds never pass it.
-    from solver.simulator import simulate
+    from ppsched.solver.sim.simulator import simulate
 
     fifo_best = min(simulate(problem, [list(ops) for ops in combo]).metrics.cost  # type: ignore[union-attr]
                     for combo in best.orders if _fifo(combo))
@@ -132,15 +132,16 @@ def test_ilp_stops_at_once_when_the_bound_meets_the_heuristic(
         backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # At 1p memory the general bound proves the heuristic optimal: no model runs, so a
     # long time limit is not spent (issue 11: 64.8 s at p=32, m=256).
-    import solver.cpsat
-    import solver.lns
-    import solver.milp
+    import ppsched.solver.exact.cpsat
+    import ppsched.solver.exact.lns
+    import ppsched.solver.exact.milp
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("an exact model ran although the bound proves the heuristic")
 
-    for module, name in ((solver.cpsat, "solve_cpsat_phased"), (solver.cpsat, "solve_cpsat"),
-                         (solver.lns, "solve_lns"), (solver.milp, "solve_milp")):
+    exact = ppsched.solver.exact
+    for module, name in ((exact.cpsat, "solve_cpsat_phased"), (exact.cpsat, "solve_cpsat"),
+                         (exact.lns, "solve_lns"), (exact.milp, "solve_milp")):
         monkeypatch.setattr(module, name, never)
     profile = parse_profile(_load("gpt1.5b-p8-m24"))
     points: list[tuple[float, float, float]] = []

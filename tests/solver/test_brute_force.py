@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
-from solver.heuristic import zb_heuristic
-from solver.ops import Op
-from solver.profile import Problem, parse_profile
-from solver.simulator import memory_delta, simulate
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import memory_delta, simulate
 
 
 def _interleavings(chains: list[list[Op]]) -> Iterator[list[Op]]:

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ppsched.solver.heuristic.paper import paper_zb
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import memory_delta, simulate
+from ppsched.solver.solving.entry import heuristic_orders
 
-from solver.generators.paper import paper_zb
-from solver.ops import Op
-from solver.profile import Problem, parse_profile
-from solver.simulator import memory_delta, simulate
-from solver.solve import heuristic_orders
 from tests.solver.test_brute_force import _interleavings
 
 

@@ -9,21 +9,21 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from solver.chunked_timing import time_chunked_order
-from solver.chunking import with_chunks
-from solver.errors import ProfileError
-from solver.generators import REGISTRY, get_generator
-from solver.greedy import (
+from ppsched.solver.generators import REGISTRY, get_generator
+from ppsched.solver.heuristic.chunked_timing import time_chunked_order
+from ppsched.solver.heuristic.greedy import (
     GreedyKnobs,
     greedy_schedule,
     greedy_search,
     greedy_timed,
     one_at_a_time,
 )
-from solver.profile import Problem, load_profile, parse_profile
-from solver.simulator import simulate, validate
-from solver.solve import parse_layouts, solve
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import Problem, load_profile, parse_profile
+from ppsched.solver.sim.simulator import simulate, validate
+from ppsched.solver.solving.entry import parse_layouts, solve
+
 from tests.solver.raced_builds import check_times_itself_as_the_simulator
 
 V_SCHEDULES = ("zb-v", "v-half", "v-min")
@@ -286,7 +286,7 @@ def test_layouts_refused_for_a_chunked_profile() -> None:
 def test_ilp_refines_a_chunked_schedule(backend: str, placement: str) -> None:
     # The exact models read the stage-to-rank map as data: nothing assumes one stage
     # per rank.
-    from solver.solve import ExactOptions
+    from ppsched.solver.solving.entry import ExactOptions
 
     base = load_profile("profiles/uniform-p4-m8.json")
     cut = with_chunks(base.model_copy(update={"t_f": 1.0, "t_b": 2.0, "t_w": 1.0,

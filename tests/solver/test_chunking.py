@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from solver.chunking import with_chunks
-from solver.errors import ProfileError
-from solver.profile import load_profile, parse_profile
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import load_profile, parse_profile
 
 
 def test_scalar_profile_halves_per_stage_values() -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from solver.generators import REGISTRY
-from solver.generators.classic import one_f_one_b_capped
-from solver.heuristic import zb_heuristic
-from solver.profile import Problem, parse_profile
-from solver.simulator import Metrics, simulate, validate
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.generators.classic import one_f_one_b_capped
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import Metrics, simulate, validate
 
 RANKS = range(1, 9)
 # (T_F, T_B, T_W) with T_W <= T_F: the closed forms' domain.

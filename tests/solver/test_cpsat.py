@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
+from ppsched.solver.exact.cpsat import build_model, solve_cpsat
+from ppsched.solver.exact.frame import hint_timing, orders_from_starts, scale, split_fused
+from ppsched.solver.generators.classic import one_f_one_b_capped
+from ppsched.solver.heuristic.search import max_in_flight, zb_heuristic
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.simulator import simulate
 
-from solver.cpsat import build_model, solve_cpsat
-from solver.exact import hint_timing, orders_from_starts, scale, split_fused
-from solver.generators.classic import one_f_one_b_capped
-from solver.heuristic import max_in_flight, zb_heuristic
-from solver.profile import parse_profile
-from solver.simulator import simulate
 from tests.solver.test_brute_force import _brute_force, _case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,7 +153,7 @@ def test_rounded_memory_proves_nothing() -> None:
     result = solve_cpsat(problem, zb_heuristic(problem).orders, time_limit_s=5, workers=1)
     assert result.orders is not None and simulate(problem, result.orders).ok
     # Only the problem's own lower bound remains; "optimal" only if the best meets it.
-    from solver.bounds import lower_bound
+    from ppsched.solver.model.bounds import lower_bound
 
     assert result.bound == pytest.approx(min(lower_bound(problem), result.objective))
     assert result.status != "optimal" or result.objective == pytest.approx(result.bound)

@@ -1,4 +1,4 @@
-"""The order-literal CP-SAT model for tight memory (solver/cpsat_tight.py): its extra
+"""The order-literal CP-SAT model for tight memory (solver/exact/cpsat_tight.py): its extra
 constraints hold in every FIFO schedule, so it finds the same optimum as exhaustive search,
 and its bound never passes a known optimum."""
 
@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
+from ppsched.solver.exact.cpsat import solve_cpsat
+from ppsched.solver.exact.cpsat_tight import applies, memory_precedences
+from ppsched.solver.exact.frame import scale
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.simulator import simulate
 
-from solver.cpsat import solve_cpsat
-from solver.cpsat_tight import applies, memory_precedences
-from solver.exact import scale
-from solver.heuristic import zb_heuristic
-from solver.ops import Op
-from solver.profile import parse_profile
-from solver.simulator import simulate
 from tests.solver.test_bounds import _fifo
 from tests.solver.test_brute_force import _brute_force, _case
 from tests.solver.test_microbatches import _unequal, valid_fifo_schedules

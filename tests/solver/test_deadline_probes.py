@@ -1,4 +1,4 @@
-"""Deadline probes (solver/deadline_probes.py, `solver.cpsat.solve_cpsat_rising`): the
+"""Deadline probes (solver/exact/deadline_probes.py, `solver.cpsat.solve_cpsat_rising`): the
 search over caps never claims a bound past the optimum, closes the bracket on it, and the
 CP-SAT probes find the FIFO optimum of exhaustive search with an honest bound."""
 
@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from ppsched.solver.exact.cpsat import solve_cpsat_phased, solve_cpsat_rising
+from ppsched.solver.exact.deadline_probes import LONG_STEPS, MAX_PROBES, Answer, rise_to_optimum
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.simulator import simulate
 
-from solver.cpsat import solve_cpsat_phased, solve_cpsat_rising
-from solver.deadline_probes import LONG_STEPS, MAX_PROBES, Answer, rise_to_optimum
-from solver.heuristic import zb_heuristic
-from solver.profile import parse_profile
-from solver.simulator import simulate
 from tests.solver.test_bounds import _fifo
 from tests.solver.test_brute_force import _brute_force, _case
 from tests.solver.test_cpsat_tight import CASES

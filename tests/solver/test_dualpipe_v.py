@@ -21,12 +21,11 @@ import itertools
 from collections import Counter
 
 import pytest
-
-from solver.errors import ProfileError
-from solver.generators import get_generator
-from solver.ops import FBOp, Op, parts
-from solver.profile import Problem, parse_profile
-from solver.simulator import validate
+from ppsched.solver.generators import get_generator
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import FBOp, Op, parts
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import validate
 
 RANKS = (1, 2, 3, 4, 6)
 

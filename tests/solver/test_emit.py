@@ -1,14 +1,13 @@
-"""The schedule's fast construction (solver/emit.py): the same objects as pydantic's."""
+"""The schedule's fast construction (solver/sim/emit.py): the same objects as pydantic's."""
 
 from __future__ import annotations
 
 import pytest
-
-from solver.emit import _rank_ops, schedule_from_orders, scheduled_op
-from solver.ops import FBOp, Op
-from solver.profile import parse_profile
-from solver.schedule import ScheduledOp, parse_schedule
-from solver.solve import solve
+from ppsched.solver.model.ops import FBOp, Op
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import ScheduledOp, parse_schedule
+from ppsched.solver.sim.emit import _rank_ops, schedule_from_orders, scheduled_op
+from ppsched.solver.solving.entry import solve
 
 _OPS = [(Op("F", 2, 5), 1.5, 2.0), (Op("B", 0, 0), 0.0, 3.25), (Op("W", 7, 1), None, None),
         (Op("BW", 1, 3), 4.0, 6.0), (FBOp(0, 2, 1, 0), 8.0, 9.5)]

@@ -7,13 +7,12 @@ import pickle
 from typing import Any
 
 import pytest
-
-from solver.emit import schedule_from_orders
-from solver.errors import ProfileError, ScheduleInvalid
-from solver.ops import FBOp, Op, op_from_torch, parts
-from solver.profile import Problem, parse_profile
-from solver.schedule import parse_schedule
-from solver.simulator import duration, fb_lower_bound, peak_memory, simulate, validate
+from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
+from ppsched.solver.model.ops import FBOp, Op, op_from_torch, parts
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.schedule import parse_schedule
+from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.sim.simulator import duration, fb_lower_bound, peak_memory, simulate, validate
 
 
 def _data(**fields: Any) -> dict[str, Any]:
@@ -191,7 +190,7 @@ def test_fb_torch_text_and_pickle() -> None:
 
 
 def test_exact_bound_without_fb_is_not_a_lower_bound_when_overlap_below_one() -> None:
-    from solver.solve import ExactOptions, solve
+    from ppsched.solver.solving.entry import ExactOptions, solve
 
     profile = parse_profile(_data(num_microbatches=2, t_comm=0.0))
     schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=10.0, workers=1))
@@ -204,7 +203,7 @@ def test_exact_bound_without_fb_is_not_a_lower_bound_when_overlap_below_one() ->
 
 
 def test_heuristic_picks_dualpipe_v_and_ilp_keeps_it_when_overlap_pays() -> None:
-    from solver.solve import ExactOptions, solve
+    from ppsched.solver.solving.entry import ExactOptions, solve
 
     profile = parse_profile({"num_ranks": 2, "num_microbatches": 4, "num_chunks": 2,
                              "placement": "v", "t_f": 1.0, "t_b": 1.0, "t_w": 1.0,
@@ -222,9 +221,9 @@ def test_heuristic_picks_dualpipe_v_and_ilp_keeps_it_when_overlap_pays() -> None
 
 @pytest.mark.parametrize("overlap", [0.8, 0.6])
 def test_fb_fusion_post_pass_improves_and_stays_valid(overlap: float) -> None:
-    from solver.fb_fusion import fuse_fb
-    from solver.generators import get_generator
-    from solver.solve import solve
+    from ppsched.solver.generators import get_generator
+    from ppsched.solver.heuristic.fb_fusion import fuse_fb
+    from ppsched.solver.solving.entry import solve
 
     data = {"num_ranks": 4, "num_microbatches": 8, "num_chunks": 2, "placement": "v",
             "t_f": 1.0, "t_b": 1.0, "t_w": 1.0, "m_b": 1.0, "m_w": 0.5, "overlap": overlap}
@@ -243,7 +242,7 @@ def test_fb_fusion_post_pass_improves_and_stays_valid(overlap: float) -> None:
 
 
 def test_fb_fusion_leaves_overlap_one_alone() -> None:
-    from solver.fb_fusion import fuse_fb
+    from ppsched.solver.heuristic.fb_fusion import fuse_fb
 
     problem = _problem(overlap=1.0)
     plain = [[op for x in rank for op in parts(x)] for rank in _two_rank_order()]

@@ -13,12 +13,11 @@ import os
 from pathlib import Path
 
 import pytest
-
-from solver.chunking import with_chunks
-from solver.generators import get_generator
-from solver.profile import Problem, parse_profile
-from solver.render.torch_csv import parse_torch_csv, render_torch_csv
-from solver.simulator import validate
+from ppsched.solver.generators import get_generator
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.render.torch_csv import parse_torch_csv, render_torch_csv
+from ppsched.solver.sim.simulator import validate
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = [  # (schedule, p, v, m)

@@ -6,13 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-
-from solver.bounds import lower_bound
-from solver.generators.classic import one_f_one_b_capped
-from solver.generators.zero_bubble import zb_h1, zb_h2
-from solver.heuristic import Knobs, build, max_in_flight, warmup_candidates, zb_heuristic
-from solver.profile import Profile, parse_profile
-from solver.simulator import simulate
+from ppsched.solver.generators.classic import one_f_one_b_capped
+from ppsched.solver.generators.zero_bubble import zb_h1, zb_h2
+from ppsched.solver.heuristic.search import (
+    Knobs,
+    build,
+    max_in_flight,
+    warmup_candidates,
+    zb_heuristic,
+)
+from ppsched.solver.model.bounds import lower_bound
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.sim.simulator import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = sorted((ROOT / "profiles").glob("*.json"))

@@ -9,13 +9,13 @@ import random
 from pathlib import Path
 
 import pytest
-
-from solver.early_stop import MARGIN
-from solver.emit import schedule_from_orders
-from solver.generators.classic import one_f_one_b_capped
-from solver.generators.paper import FLAGS, paper_build, paper_candidates, paper_zb
-from solver.generators.zero_bubble import zb_h1, zb_h2
-from solver.heuristic import (
+from ppsched.solver.generators.classic import one_f_one_b_capped
+from ppsched.solver.generators.zero_bubble import zb_h1, zb_h2
+from ppsched.solver.heuristic.early_stop import MARGIN
+from ppsched.solver.heuristic.improve import improve
+from ppsched.solver.heuristic.order_timing import time_order
+from ppsched.solver.heuristic.paper import FLAGS, paper_build, paper_candidates, paper_zb
+from ppsched.solver.heuristic.search import (
     FILL_CHOICES,
     Knobs,
     build,
@@ -23,12 +23,11 @@ from solver.heuristic import (
     warmup_candidates,
     zb_heuristic,
 )
-from solver.improve import improve
-from solver.ops import Op
-from solver.order_timing import time_order
-from solver.profile import parse_profile
-from solver.simulator import peak_memory, simulate
-from solver.solve import heuristic_orders, solve
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.sim.simulator import peak_memory, simulate
+from ppsched.solver.solving.entry import heuristic_orders, solve
 
 ROOT = Path(__file__).resolve().parents[2]
 

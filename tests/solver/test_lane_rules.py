@@ -1,5 +1,5 @@
-"""The timing rules of DESIGN.md 6.3 (solver/lane_rules.py) on stated times, and shared
-copy lanes (``shared_host_link``) timed first come, first served (solver/lanes.py)."""
+"""The timing rules of DESIGN.md 6.3 (solver/sim/lane_rules.py) on stated times, and shared
+copy lanes (``shared_host_link``) timed first come, first served (solver/sim/lanes.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import json
 from typing import Any
 
 import pytest
-
-from solver.emit import schedule_from_orders
-from solver.lane_rules import stated_time_violations, timing_violations
-from solver.ops import Op
-from solver.profile import parse_profile
-from solver.schedule import parse_schedule
-from solver.simulator import simulate
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import parse_schedule
+from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.sim.lane_rules import stated_time_violations, timing_violations
+from ppsched.solver.sim.simulator import simulate
 
 
 def _profile(**fields: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The stand-in timing with copy lanes (solver/lanes.py, DESIGN.md 6.3): hand-computed
+"""The stand-in timing with copy lanes (solver/sim/lanes.py, DESIGN.md 6.3): hand-computed
 times, memory taken over time, host memory, and the rules an order with R/O/L can break."""
 
 from __future__ import annotations
@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from solver.ops import Op, lane_of, policy_of
-from solver.profile import Problem, parse_profile
-from solver.simulator import simulate
+from ppsched.solver.model.ops import Op, lane_of, policy_of
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import simulate
 
 
 def _one_stage(**fields: Any) -> Problem:

@@ -22,9 +22,9 @@ def _imports(module: str) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "allowed"), [
-    ("schedule.py", {"solver.errors", "solver.ops", "solver.profile"}),
-    ("simulator.py", {"solver.bounds", "solver.errors", "solver.lanes", "solver.ops",
-                      "solver.profile"}),
+    ("schedule.py", {"ppsched.solver.model.errors", "ppsched.solver.model.ops", "ppsched.solver.model.profile"}),
+    ("simulator.py", {"ppsched.solver.model.bounds", "ppsched.solver.model.errors", "ppsched.solver.sim.lanes", "ppsched.solver.model.ops",
+                      "ppsched.solver.model.profile"}),
 ])
 def test_contract_and_timing_import_no_algorithm_or_drawing(module: str,
                                                             allowed: set[str]) -> None:
@@ -33,8 +33,8 @@ def test_contract_and_timing_import_no_algorithm_or_drawing(module: str,
 
 
 def test_schedule_invalid_draws_its_grid_when_read() -> None:
-    from solver.errors import ScheduleInvalid, Violation
-    from solver.ops import Op
+    from ppsched.solver.model.errors import ScheduleInvalid, Violation
+    from ppsched.solver.model.ops import Op
 
     order = [[Op("B", 0, 0), Op("F", 0, 0)]]
     error = ScheduleInvalid([Violation("deadlock", "B0 before F0", 0, 0)], order=order)

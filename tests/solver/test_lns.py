@@ -1,4 +1,4 @@
-"""The window search (solver/lns.py) and the layouts `solve` considers by default below
+"""The window search (solver/exact/lns.py) and the layouts `solve` considers by default below
 1F1B's memory."""
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from solver.bounds import lower_bound
-from solver.exact import hint_timing, scale, split_fused
-from solver.heuristic import zb_heuristic
-from solver.lns import _Current, reorder_window, solve_lns
-from solver.profile import parse_profile
-from solver.simulator import simulate
-from solver.solve import ExactOptions, below_one_f_one_b, solve
+from ppsched.solver.exact.frame import hint_timing, scale, split_fused
+from ppsched.solver.exact.lns import _Current, reorder_window, solve_lns
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.bounds import lower_bound
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.solving.entry import ExactOptions, below_one_f_one_b, solve
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -100,11 +99,11 @@ def test_default_solve_tries_the_v_layout_where_memory_binds() -> None:
 _ONE_WINDOW = """
 import hashlib, json, sys
 from pathlib import Path
-from solver.exact import hint_timing, scale, split_fused
-from solver.heuristic import zb_heuristic
-from solver.lns import _Current, reorder_window
-from solver.profile import parse_profile
-from solver.simulator import simulate
+from ppsched.solver.exact.frame import hint_timing, scale, split_fused
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.exact.lns import _Current, reorder_window
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.simulator import simulate
 data = json.loads(Path(sys.argv[1]).read_text())
 problem = parse_profile({**data, "memory_limit": 6.0}).problem
 scaled = scale(problem)

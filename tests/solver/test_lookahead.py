@@ -1,4 +1,4 @@
-"""Named V orders list-scheduled with a lookahead window (`solver.lookahead`)."""
+"""Named V orders list-scheduled with a lookahead window (`ppsched.solver.heuristic.lookahead`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.heuristic.greedy import greedy_search
+from ppsched.solver.heuristic.lookahead import CANDIDATES, Lookahead, lookahead_timed
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.simulator import simulate, validate
 
-from solver.chunking import with_chunks
-from solver.generators import REGISTRY
-from solver.greedy import greedy_search
-from solver.lookahead import CANDIDATES, Lookahead, lookahead_timed
-from solver.profile import parse_profile
-from solver.simulator import simulate, validate
 from tests.solver.raced_builds import check_times_itself_as_the_simulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_where_zb_v_fits_no_lookahead_runs(monkeypatch: pytest.MonkeyPatch) -> N
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a lookahead candidate ran where ZB-V fits")
 
-    monkeypatch.setattr("solver.greedy.lookahead_timed", refuse)
+    monkeypatch.setattr("ppsched.solver.heuristic.greedy.lookahead_timed", refuse)
     # At 1p and 2p the V search's answers are ZB-V and a greedy build, as before.
     _, source, value = greedy_search(_v_cut("gpt1.5b-p8-m24", 8.0))
     assert (source, value) == ("zb-v", pytest.approx(1188.4, abs=0.05))

@@ -11,9 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from solver.bounds import lower_bound, round_trip
-from solver.memory_relaxation import (
+from ppsched.solver.exact.memory_relaxation import (
     SafeScale,
     applies,
     memory_binds,
@@ -22,7 +20,9 @@ from solver.memory_relaxation import (
     relaxation_runs,
     safe_scale,
 )
-from solver.profile import Problem, parse_profile
+from ppsched.solver.model.bounds import lower_bound, round_trip
+from ppsched.solver.model.profile import Problem, parse_profile
+
 from tests.solver.test_brute_force_wide import _optimum, wide_case
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
@@ -177,9 +177,9 @@ def test_ilp_prints_the_relaxation_as_its_lower_bound(monkeypatch: pytest.Monkey
     # `--method ilp` runs the relaxation first, within its time limit, and the bound joins
     # metrics.lower_bound (it holds over every schedule). The relaxation is run here on
     # CP-SAT's deterministic time, so that its bound does not depend on the load.
-    from solver.solve import RELAXATION_SHARE, ExactOptions, solve
+    from ppsched.solver.solving.entry import RELAXATION_SHARE, ExactOptions, solve
 
-    solve_module = sys.modules["solver.solve"]  # `solver.solve` is also the function
+    solve_module = sys.modules["ppsched.solver.solving.entry"]
 
     budgets: list[float] = []
 
@@ -202,12 +202,13 @@ def test_ilp_prints_the_relaxation_as_its_lower_bound(monkeypatch: pytest.Monkey
 
 def test_ilp_leaves_it_out_beyond_its_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     # Too many microbatches to gain in a share of the time limit: not run at all.
-    from solver.solve import RELAXATION_MAX_MICROBATCHES, ExactOptions, solve
+    from ppsched.solver.solving.entry import RELAXATION_MAX_MICROBATCHES, ExactOptions, solve
 
     def never(*args: object, **kwargs: object) -> float:
         raise AssertionError("the relaxation ran beyond RELAXATION_MAX_MICROBATCHES")
 
-    monkeypatch.setattr(sys.modules["solver.solve"], "memory_relaxation_bound", never)
+    monkeypatch.setattr(sys.modules["ppsched.solver.solving.entry"], "memory_relaxation_bound",
+                        never)
     data = json.loads((PROFILES / "gpt1.5b-p8-m24.json").read_text())
     profile = parse_profile({**data, "memory_limit": 6,
                              "num_microbatches": RELAXATION_MAX_MICROBATCHES + 1})

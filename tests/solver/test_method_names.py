@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from solver.errors import ProfileError
-from solver.method_names import TORCH_ALIASES, aliases, resolve_method
-from solver.profile import load_profile, parse_profile
-from solver.simulator import simulate
-from solver.solve import methods, solve
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import load_profile, parse_profile
+from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.solving.entry import methods, solve
+from ppsched.solver.solving.methods import TORCH_ALIASES, aliases, resolve_method
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIFORM = load_profile(ROOT / "profiles" / "uniform-p4-m8.json")

@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.heuristic.entry_order import entry_orders, inverse, permuted
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import parse_schedule
+from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.solving.entry import ExactOptions, solve
 
-from solver.emit import schedule_from_orders
-from solver.entry_order import entry_orders, inverse, permuted
-from solver.errors import ProfileError
-from solver.generators import REGISTRY
-from solver.ops import Op
-from solver.profile import parse_profile
-from solver.schedule import parse_schedule
-from solver.simulator import simulate
-from solver.solve import ExactOptions, solve
 from tests.solver.test_brute_force_wide import _optimum, _rank_orders
 
 PROFILES = sorted((Path(__file__).resolve().parents[2] / "profiles").glob("*.json"))
@@ -262,7 +262,7 @@ def valid_fifo_schedules(problem: Any) -> list[tuple[float, list[list[Any]]]]:
 def test_the_heuristic_fits_a_limit_that_binds_on_unequal_memory(layouts: str) -> None:
     # Found by benchmarks/varmb_exact.py: deciding on the mean m_b, the heuristic broke
     # the limit (8.322 > 8); it now decides on each stage's largest m_b.
-    from solver.solve import parse_layouts
+    from ppsched.solver.solving.entry import parse_layouts
 
     rng = random.Random(0)
     sizes = [round(rng.lognormvariate(0.0, 0.5), 3) for _ in range(16)]
@@ -287,9 +287,10 @@ def test_lower_memory_quantiles_feed_the_pipeline_where_memory_binds() -> None:
     """Deciding with each stage's largest memory starves the pipeline below 1F1B's
     memory; a lower quantile's order, kept only when it fits every microbatch's own
     memory, is much shorter on this lognormal case (benchmarks.varmb_exact's case 0)."""
+    from ppsched.solver.heuristic.decisions import decision_problems
+    from ppsched.solver.heuristic.search import zb_heuristic
+
     from benchmarks.varmb_exact import case
-    from solver.decisions import decision_problems
-    from solver.heuristic import zb_heuristic
 
     profile = parse_profile(case(0, "1p"))
     problem = profile.problem

@@ -1,4 +1,4 @@
-"""The MILP backend (solver/milp.py) held against exhaustive search and CP-SAT on tiny
+"""The MILP backend (solver/exact/milp.py) held against exhaustive search and CP-SAT on tiny
 pipelines: same optimum, proven, never worse than its hint; infeasible limits, unknown
 solvers and oversized problems answered as the contract says."""
 
@@ -11,15 +11,15 @@ from typing import Any
 
 import pulp
 import pytest
+from ppsched.solver.exact.cpsat import solve_cpsat
+from ppsched.solver.exact.frame import Orders, hint_timing, scale
+from ppsched.solver.exact.milp import MAX_OPS, build_milp, solve_milp
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import simulate
 
-from solver.cpsat import solve_cpsat
-from solver.errors import ProfileError
-from solver.exact import Orders, hint_timing, scale
-from solver.heuristic import zb_heuristic
-from solver.milp import MAX_OPS, build_milp, solve_milp
-from solver.ops import Op
-from solver.profile import Problem, parse_profile
-from solver.simulator import simulate
 from tests.solver.test_brute_force import Optimum, _brute_force, _case
 
 OBJECTIVES = ("cost", "makespan")
@@ -255,7 +255,7 @@ def test_zero_time_ops_never_yield_a_wrong_proven_optimum() -> None:
 def test_a_hint_with_fused_backward_is_accepted(backend: str) -> None:
     # Below 1F1B's memory the heuristic's best can be the capped 1F1B, which fuses B and
     # W into BW: both backends take such a hint.
-    from solver.generators.classic import one_f_one_b_capped
+    from ppsched.solver.generators.classic import one_f_one_b_capped
 
     problem = _problem(3, 2, 1)
     hint = one_f_one_b_capped(problem, 1)

@@ -1,4 +1,4 @@
-"""Sizing the copies (solver/offload_sizing.py): the ZB repository's offload time ratio
+"""Sizing the copies (solver/model/offload_sizing.py): the ZB repository's offload time ratio
 against its test vectors, copy times from bytes, and named errors."""
 
 from __future__ import annotations
@@ -8,15 +8,14 @@ import math
 from pathlib import Path
 
 import pytest
-
-from solver.errors import ProfileError
-from solver.offload_sizing import (
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.offload_sizing import (
     copy_time_ms,
     offload_time_ratio,
     with_offload,
     with_offload_bandwidth,
 )
-from solver.profile import load_profile, parse_profile
+from ppsched.solver.model.profile import load_profile, parse_profile
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 

@@ -1,4 +1,4 @@
-"""The heuristic's policy choice (solver/policies.py): every schedule validates, fits the
+"""The heuristic's policy choice (solver/policies/fit.py): every schedule validates, fits the
 limit, and beats keeping every activation where memory binds, on every default layout."""
 
 from __future__ import annotations
@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from solver.offload_sizing import with_offload
-from solver.ops import Op
-from solver.policies import count_policies, keep_only, offers_policies
-from solver.profile import Profile, parse_profile
-from solver.simulator import validate
-from solver.solve import heuristic_orders, solve
+from ppsched.solver.model.offload_sizing import with_offload
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.policies.fit import count_policies, keep_only, offers_policies
+from ppsched.solver.sim.simulator import validate
+from ppsched.solver.solving.entry import heuristic_orders, solve
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -116,7 +115,7 @@ def test_offload_at_1p_reaches_2p_by_default_layouts() -> None:
 
 
 def test_ilp_on_the_benchmark_case_never_worse_than_the_heuristic() -> None:
-    from solver.solve import ExactOptions
+    from ppsched.solver.solving.entry import ExactOptions
 
     profile = with_offload(parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0)), 0.5)
     heuristic = solve(profile, "heuristic", layouts=((1, None),))

@@ -1,5 +1,5 @@
-"""The lower bound with policies (solver/bounds.py `policy_lower_bound`) and the CP-SAT
-model with policies (solver/cpsat_policies.py), held against exhaustive search on tiny
+"""The lower bound with policies (solver/model/bounds.py `policy_lower_bound`) and the CP-SAT
+model with policies (solver/exact/cpsat_policies.py), held against exhaustive search on tiny
 pipelines: every policy per activation and every list order of the compute and copy ops
 (an O right after its F, where it frees memory soonest) is simulated."""
 
@@ -10,13 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from solver.bounds import lower_bound, memory_chain_bound, policy_lower_bound
-from solver.cpsat_policies import solve_cpsat_policies
-from solver.ops import Op
-from solver.profile import Problem, Profile, parse_profile
-from solver.simulator import simulate, validate
-from solver.solve import ExactOptions, heuristic_orders, solve
+from ppsched.solver.exact.cpsat_policies import solve_cpsat_policies
+from ppsched.solver.model.bounds import lower_bound, memory_chain_bound, policy_lower_bound
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, Profile, parse_profile
+from ppsched.solver.sim.simulator import simulate, validate
+from ppsched.solver.solving.entry import ExactOptions, heuristic_orders, solve
 
 Chain = list[tuple[Op, ...]]
 

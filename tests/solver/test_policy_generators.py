@@ -9,16 +9,15 @@ import math
 from typing import Any
 
 import pytest
-
-from solver.chunking import with_chunks
-from solver.errors import ProfileError
-from solver.generators import get_generator
-from solver.generators.pipeoffload import group_size, grouped_interleaved
-from solver.method_names import resolve_method
-from solver.ops import policy_of
-from solver.profile import Problem, parse_profile
-from solver.simulator import validate
-from solver.solve import solve
+from ppsched.solver.generators import get_generator
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import policy_of
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.policies.pipeoffload import group_size, grouped_interleaved
+from ppsched.solver.sim.simulator import validate
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.methods import resolve_method
 
 
 def _profile(p: int, m: int, **fields: Any) -> dict[str, Any]:

@@ -9,15 +9,14 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
-
-from solver.emit import schedule_from_orders
-from solver.ops import Op
-from solver.profile import parse_profile
-from solver.render.grid import time_grid
-from solver.render.svg import render_svg
-from solver.render.torch_csv import dropped_note, parse_torch_csv, render_torch_csv
-from solver.render.trace import render_trace
-from solver.schedule import Schedule
+from ppsched.solver.model.grid import time_grid
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.render.svg import render_svg
+from ppsched.solver.render.torch_csv import dropped_note, parse_torch_csv, render_torch_csv
+from ppsched.solver.render.trace import render_trace
+from ppsched.solver.sim.emit import schedule_from_orders
 
 _SVG = "{http://www.w3.org/2000/svg}"
 

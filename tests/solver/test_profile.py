@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from solver.errors import ProfileError
-from solver.profile import Problem, Profile, load_profile, parse_profile
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import Problem, Profile, load_profile, parse_profile
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 SHARED_PROFILES = Path("/work/shared/profiles")

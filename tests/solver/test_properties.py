@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from solver.errors import ProfileError
-from solver.generators import REGISTRY
-from solver.heuristic import zb_heuristic
-from solver.profile import Problem, parse_profile
-from solver.simulator import Metrics, Simulation, simulate, validate
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.heuristic.search import zb_heuristic
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import Metrics, Simulation, simulate, validate
 
 GENERATORS = ("gpipe", "1f1b", "zb-h1", "zb-h2")
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)

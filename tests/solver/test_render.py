@@ -8,15 +8,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from solver.emit import schedule_from_orders
-from solver.ops import Op
-from solver.profile import load_profile, parse_profile
-from solver.render.svg import nice_step, render_svg
-from solver.render.torch_csv import parse_torch_csv, render_torch_csv
-from solver.render.trace import render_trace
-from solver.schedule import Schedule
-from solver.solve import solve
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import load_profile, parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.render.svg import nice_step, render_svg
+from ppsched.solver.render.torch_csv import parse_torch_csv, render_torch_csv
+from ppsched.solver.render.trace import render_trace
+from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.solving.entry import solve
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 CASES = [(name, method)

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from solver.emit import schedule_from_orders
-from solver.errors import ProfileError
-from solver.ops import Op
-from solver.profile import parse_profile
-from solver.schedule import parse_schedule
-from solver.solve import solve
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model.schedule import parse_schedule
+from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.solving.entry import solve
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGESTS = Path(__file__).parent / "schedule_digests.json"

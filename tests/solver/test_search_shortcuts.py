@@ -1,5 +1,5 @@
 """The heuristic search's shortcuts (issue 11: speed) change no answer: a build gives up
-only when it cannot win (solver/early_stop.py), knobs skipped as copies build the same
+only when it cannot win (solver/heuristic/early_stop.py), knobs skipped as copies build the same
 orders, and a warm-up copied from `forwards_only` is the one placed op by op."""
 
 from __future__ import annotations
@@ -10,15 +10,21 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
+import ppsched.solver.heuristic.paper as paper_module
+import ppsched.solver.heuristic.search as heuristic_module
 import pytest
-
-import solver.generators.paper as paper_module
-import solver.heuristic as heuristic_module
-from solver.early_stop import MARGIN, cannot_win, idle_cap, is_checkpoint, warm_up_floor
-from solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
-from solver.generators.paper import paper_candidates
-from solver.generators.zero_bubble import zb_h1, zb_h1_warmup, zb_h2, zb_h2_warmup
-from solver.heuristic import (
+from ppsched.solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
+from ppsched.solver.generators.zero_bubble import zb_h1, zb_h1_warmup, zb_h2, zb_h2_warmup
+from ppsched.solver.heuristic.early_stop import (
+    MARGIN,
+    cannot_win,
+    idle_cap,
+    is_checkpoint,
+    warm_up_floor,
+)
+from ppsched.solver.heuristic.order_timing import time_order
+from ppsched.solver.heuristic.paper import paper_candidates
+from ppsched.solver.heuristic.search import (
     FILL_CHOICES,
     Knobs,
     build,
@@ -26,11 +32,11 @@ from solver.heuristic import (
     warmup_candidates,
     zb_heuristic,
 )
-from solver.ops import Op
-from solver.order_timing import time_order
-from solver.profile import Problem, parse_profile
-from solver.simulator import simulate
-from solver.warm_up import forwards_only
+from ppsched.solver.heuristic.warm_up import forwards_only
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import simulate
+
 from tests.solver.test_heuristic_robust import random_profile
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from solver.errors import ScheduleInvalid
-from solver.ops import Op
-from solver.profile import Problem, parse_profile
-from solver.simulator import Simulation, simulate, validate
+from ppsched.solver.model.errors import ScheduleInvalid
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import Simulation, simulate, validate
 
 
 def _problem(**fields: Any) -> Problem:

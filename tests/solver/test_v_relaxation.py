@@ -10,19 +10,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from solver.bounds import lower_bound
-from solver.chunking import with_chunks
-from solver.ops import Op
-from solver.profile import Problem, parse_profile
-from solver.simulator import memory_delta, simulate
-from solver.solve import ExactOptions, heuristic_orders, solve
-from solver.v_relaxation import (
+from ppsched.solver.exact.v_relaxation import (
     applies,
     memory_binds,
     v_memory_relaxation_bound,
     v_rank_relaxation_bound,
 )
+from ppsched.solver.model.bounds import lower_bound
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import memory_delta, simulate
+from ppsched.solver.solving.entry import ExactOptions, heuristic_orders, solve
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 

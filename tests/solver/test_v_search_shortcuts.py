@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from solver.chunked_timing import NotTimeable, time_chunked_order
-from solver.chunking import with_chunks
-from solver.generators import REGISTRY
-from solver.greedy import (
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.heuristic.chunked_timing import NotTimeable, time_chunked_order
+from ppsched.solver.heuristic.greedy import (
     FILL_CHOICES,
     GreedyKnobs,
     greedy_schedule,
@@ -22,10 +20,12 @@ from solver.greedy import (
     greedy_timed,
     greedy_timed_alike,
 )
-from solver.lazy_orders import LazyOrders
-from solver.ops import Op
-from solver.profile import Problem, parse_profile
-from solver.simulator import simulate
+from ppsched.solver.model.chunking import with_chunks
+from ppsched.solver.model.lazy_orders import LazyOrders
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.sim.simulator import simulate
+
 from tests.solver.test_chunked import chunked_profiles
 
 V_NAMES = ("zb-v", "v-half", "v-min", "dualpipe-v")

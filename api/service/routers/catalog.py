@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
-
-from api.service.deps import State
-from api.service.schemas import Examples, Methods
-from solver.errors import ProfileError
-from solver.profile import load_profile
-from solver.solve import methods
+from ppsched.api.service.deps import State
+from ppsched.api.service.schemas import Examples, Methods
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import load_profile
+from ppsched.solver.solving.entry import methods
 
 log = logging.getLogger(__name__)
 

@@ -6,19 +6,18 @@ import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response
-
-from api.service.deps import State
-from api.service.schemas import EXAMPLE_PROFILE, SCHEDULE_REF, ErrorBody, ValidationReport
-from api.service.solving import check_profile_limits, content_id, with_links
-from solver.emit import schedule_from_simulation
-from solver.errors import ScheduleInvalid
-from solver.render.grid import order_grid
-from solver.schedule import (
+from ppsched.api.service.deps import State
+from ppsched.api.service.schemas import EXAMPLE_PROFILE, SCHEDULE_REF, ErrorBody, ValidationReport
+from ppsched.api.service.solving import check_profile_limits, content_id, with_links
+from ppsched.solver.model.errors import ScheduleInvalid
+from ppsched.solver.model.grid import order_grid
+from ppsched.solver.model.schedule import (
     Schedule,
     ScheduleMetrics,
     parse_schedule,
 )
-from solver.simulator import Simulation, simulate
+from ppsched.solver.sim.emit import schedule_from_simulation
+from ppsched.solver.sim.simulator import Simulation, simulate
 
 router = APIRouter(prefix="/v1", tags=["checks"])
 

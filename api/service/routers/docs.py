@@ -14,8 +14,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
-
-from api.service.errors import NotFound
+from ppsched.api.service.errors import NotFound
 
 router = APIRouter(include_in_schema=False)
 

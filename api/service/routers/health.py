@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
-
-from api.service.deps import State
-from api.service.schemas import Health
+from ppsched.api.service.deps import State
+from ppsched.api.service.schemas import Health
 
 router = APIRouter(tags=["operations"])
 

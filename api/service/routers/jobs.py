@@ -6,12 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
-
-from api.service.deps import State
-from api.service.errors import NotFound
-from api.service.schemas import EXAMPLE_PROFILE, ErrorBody, JobView, ScheduleRequest
-from api.service.solving import spec_from_request
-from api.service.store import JobRecord
+from ppsched.api.service.deps import State
+from ppsched.api.service.errors import NotFound
+from ppsched.api.service.schemas import EXAMPLE_PROFILE, ErrorBody, JobView, ScheduleRequest
+from ppsched.api.service.solving import spec_from_request
+from ppsched.api.service.store import JobRecord
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

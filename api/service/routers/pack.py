@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.packing import CostModel, PackSpec, Quadratic, fit_quadratic, pack
+from ppsched.solver.packing.partition import fill_in_order
+from ppsched.solver.solving.entry import ILP
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from solver.errors import ProfileError
-from solver.packing import CostModel, PackSpec, Quadratic, fit_quadratic, pack
-from solver.packing.partition import fill_in_order
-from solver.profile import Profile, parse_profile
-from solver.solve import ILP
 
 router = APIRouter(prefix="/v1", tags=["pack"])
 

@@ -9,21 +9,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import JSONResponse
-
-from api.service.deps import ServiceState, State
-from api.service.errors import NotFound
-from api.service.flight import unless_disconnected
-from api.service.schemas import (
+from ppsched.api.service.deps import ServiceState, State
+from ppsched.api.service.errors import NotFound
+from ppsched.api.service.flight import unless_disconnected
+from ppsched.api.service.schemas import (
     EXAMPLE_PROFILE,
     ErrorBody,
     JobAccepted,
     ScheduleRequest,
     ScheduleResult,
 )
-from api.service.solving import SolveSpec, is_synchronous, spec_from_request
-from api.service.worker import render_view, solve_body
-from solver.errors import ProfileError, SolverError
-from solver.render.torch_csv import note_of_counts
+from ppsched.api.service.solving import SolveSpec, is_synchronous, spec_from_request
+from ppsched.api.service.worker import render_view, solve_body
+from ppsched.solver.model.errors import ProfileError, SolverError
+from ppsched.solver.render.torch_csv import note_of_counts
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 

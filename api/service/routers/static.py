@@ -6,10 +6,9 @@ from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
-
-from api.service.deps import State
-from api.service.errors import NotFound
-from api.service.schemas import ErrorBody
+from ppsched.api.service.deps import State
+from ppsched.api.service.errors import NotFound
+from ppsched.api.service.schemas import ErrorBody
 
 router = APIRouter(tags=["web page"])
 

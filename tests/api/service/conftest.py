@@ -51,7 +51,7 @@ class Server:
             # pointing at this checkout would make it import this checkout instead.
             full_env.pop("PYTHONPATH", None)
         self._log = log_path.open("ab")
-        command = command or [sys.executable, "-m", "api.cli"]
+        command = command or [sys.executable, "-m", "ppsched.api.cli"]
         self.process = subprocess.Popen(
             [*command, "serve", "--port", str(self.port)],
             cwd=cwd, env=full_env, stdout=self._log, stderr=subprocess.STDOUT)

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from ppsched.solver.model.schedule import parse_schedule
 
-from solver.schedule import parse_schedule
 from tests.api.service.conftest import EASY, REPO, Server, assert_error, profile
 
 NAMED = ("gpipe", "1f1b", "zb-h1", "zb-h2")

@@ -9,10 +9,10 @@ from typing import Any
 import hypothesis
 import pytest
 import schemathesis
+from ppsched.api.service.config import Settings
+from ppsched.api.service.main import create_app
 from schemathesis.checks import not_a_server_error
 
-from api.service.config import Settings
-from api.service.main import create_app
 from tests.api.service.conftest import Server
 
 # The schema of the app as built (no server needed to read it); the calls go to a server.

@@ -8,7 +8,8 @@ import signal
 import time
 from typing import Any
 
-from solver.schedule import parse_schedule
+from ppsched.solver.model.schedule import parse_schedule
+
 from tests.api.service.conftest import EASY, HARD, Server, wait_for_job
 
 

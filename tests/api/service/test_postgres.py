@@ -11,10 +11,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from ppsched.api.service.config import Settings
+from ppsched.api.service.store import FINAL_STATUSES, StoreSettingError, open_store
+from ppsched.solver.model.schedule import parse_schedule
 
-from api.service.config import Settings
-from api.service.store import FINAL_STATUSES, StoreSettingError, open_store
-from solver.schedule import parse_schedule
 from tests.api.service.conftest import EASY, HARD, Server
 from tests.api.service.postgres import PostgresServer, wait_until
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ppsched.api.service.store import SqliteStore, Store
+from ppsched.api.service.store_pg import PostgresStore
 
-from api.service.store import SqliteStore, Store
-from api.service.store_pg import PostgresStore
 from tests.api.service.conftest import EASY
 from tests.api.service.postgres import PostgresServer, wait_until
 

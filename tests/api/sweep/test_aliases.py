@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from ppsched.api.sweep.grid import GridError, load_grid
 
-from api.sweep.grid import GridError, load_grid
 from tests.api.sweep.conftest import WriteGrid
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from ppsched.api.sweep.expand import expand_grid
+from ppsched.api.sweep.grid import load_grid
+from ppsched.api.sweep.records import read_rows
 
-from api.sweep.expand import expand_grid
-from api.sweep.grid import load_grid
-from api.sweep.records import read_rows
 from tests.api.sweep.conftest import ROOT, WriteGrid
 
 # About 150 heuristic rows of p = 8: several seconds with one worker.
@@ -31,7 +31,7 @@ def start(*args: str) -> subprocess.Popen[str]:
     # As a terminal starts it: SIGINT at its default. A shell that runs the tests in the
     # background (`make test &`) ignores SIGINT, and children inherit that, so a sweep
     # started from here would (rightly) ignore Ctrl-C too.
-    return subprocess.Popen([sys.executable, "-m", "api.cli", "sweep", *args],
+    return subprocess.Popen([sys.executable, "-m", "ppsched.api.cli", "sweep", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, preexec_fn=_default_sigint)
 
@@ -61,7 +61,7 @@ def test_killed_sweep_resumes_without_duplicates_or_gaps(write_grid: WriteGrid,
     process.communicate(timeout=30)
     before = read_rows(out)
     assert 10 <= len(before) < len(expected)
-    done = subprocess.run([sys.executable, "-m", "api.cli", "sweep", str(grid), "-o",
+    done = subprocess.run([sys.executable, "-m", "ppsched.api.cli", "sweep", str(grid), "-o",
                            str(out), "--jobs", "2", "--no-progress"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -99,7 +99,7 @@ def test_report_summary_exports_and_plots(write_grid: WriteGrid, tmp_path: Path)
     """)
     out, csv, parquet = tmp_path / "r.jsonl", tmp_path / "r.csv", tmp_path / "r.parquet"
     result = subprocess.run(
-        [sys.executable, "-m", "api.cli", "sweep", str(grid), "-o", str(out), "--jobs", "2",
+        [sys.executable, "-m", "ppsched.api.cli", "sweep", str(grid), "-o", str(out), "--jobs", "2",
          "--no-progress", "--csv", str(csv), "--parquet", str(parquet), "--plots",
          str(tmp_path / "plots")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -120,7 +120,7 @@ def test_report_summary_exports_and_plots(write_grid: WriteGrid, tmp_path: Path)
 
 def test_bad_grid_is_one_line_and_exit_2(write_grid: WriteGrid, tmp_path: Path) -> None:
     grid = write_grid("profiles: [{UNIFORM}]\nmethods: [heuristic]\naxes:\n  pp: [4]\n")
-    result = subprocess.run([sys.executable, "-m", "api.cli", "sweep", str(grid), "-o",
+    result = subprocess.run([sys.executable, "-m", "ppsched.api.cli", "sweep", str(grid), "-o",
                              str(tmp_path / "r.jsonl")], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 2
@@ -134,7 +134,7 @@ def test_bad_grid_is_one_line_and_exit_2(write_grid: WriteGrid, tmp_path: Path) 
 
 def test_dry_run_counts_rows(write_grid: WriteGrid) -> None:
     grid = write_grid(LONG_GRID)
-    result = subprocess.run([sys.executable, "-m", "api.cli", "sweep", str(grid),
+    result = subprocess.run([sys.executable, "-m", "ppsched.api.cli", "sweep", str(grid),
                              "--dry-run"], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr

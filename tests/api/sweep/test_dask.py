@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ppsched.api.cli import main
+from ppsched.api.sweep.expand import expand_grid
+from ppsched.api.sweep.grid import load_grid
+from ppsched.api.sweep.records import read_rows
 
-from api.cli import main
-from api.sweep.expand import expand_grid
-from api.sweep.grid import load_grid
-from api.sweep.records import read_rows
 from tests.api.sweep.conftest import WriteGrid
 
 distributed = pytest.importorskip("distributed")
@@ -45,7 +45,7 @@ def test_sweep_on_a_local_dask_cluster(write_grid: WriteGrid, tmp_path: Path) ->
 def test_unreachable_scheduler_is_one_line(write_grid: WriteGrid, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("api.sweep.runner.CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("ppsched.api.sweep.runner.CONNECT_TIMEOUT_S", 1.0)
     grid = write_grid("profiles: [{UNIFORM}]\nmethods: [heuristic]\n")
     code = main(["sweep", str(grid), "-o", str(tmp_path / "r.jsonl"), "--scheduler",
                  "tcp://127.0.0.1:9", "--no-progress"])

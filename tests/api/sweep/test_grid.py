@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from ppsched.api.sweep.expand import expand_grid
+from ppsched.api.sweep.grid import load_grid
 
-from api.sweep.expand import expand_grid
-from api.sweep.grid import load_grid
 from tests.api.sweep.conftest import WriteGrid
 
 

@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from ppsched.api.sweep.expand import expand_grid, spread_scales
+from ppsched.api.sweep.grid import GridError, load_grid
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.solving.entry import solve
 
-from api.sweep.expand import expand_grid, spread_scales
-from api.sweep.grid import GridError, load_grid
-from solver.profile import parse_profile
-from solver.solve import solve
 from tests.api.sweep.conftest import WriteGrid
 
 

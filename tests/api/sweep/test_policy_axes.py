@@ -5,11 +5,11 @@ recomputed; both refuse what they cannot do, naming the line."""
 from __future__ import annotations
 
 import pytest
+from ppsched.api.sweep.expand import expand_grid
+from ppsched.api.sweep.grid import GridError, load_grid
+from ppsched.api.sweep.task import run_task
+from ppsched.solver.model.profile import parse_profile
 
-from api.sweep.expand import expand_grid
-from api.sweep.grid import GridError, load_grid
-from api.sweep.task import run_task
-from solver.profile import parse_profile
 from tests.api.sweep.conftest import WriteGrid
 
 

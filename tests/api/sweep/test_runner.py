@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from ppsched.api.sweep.expand import expand_grid
+from ppsched.api.sweep.grid import load_grid
+from ppsched.api.sweep.records import RowWriter, read_rows
+from ppsched.api.sweep.runner import run_sweep
+from ppsched.api.sweep.task import RESULT_FIELDS
+from ppsched.solver.model.schedule import parse_schedule
 
-from api.sweep.expand import expand_grid
-from api.sweep.grid import load_grid
-from api.sweep.records import RowWriter, read_rows
-from api.sweep.runner import run_sweep
-from api.sweep.task import RESULT_FIELDS
-from solver.schedule import parse_schedule
 from tests.api.sweep.conftest import WriteGrid
 
 GRID = """

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from api.sweep.exports import unique_rows, write_csv
-from api.sweep.plots import write_plots
-from api.sweep.summary import best_per_config
+from ppsched.api.sweep.exports import unique_rows, write_csv
+from ppsched.api.sweep.plots import write_plots
+from ppsched.api.sweep.summary import best_per_config
 
 
 def row(key: str, method: str, memory: str, cost: float | None, m: int = 8) -> dict[str, Any]:

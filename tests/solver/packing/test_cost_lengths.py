@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from solver.packing.cost import (
+from ppsched.solver.packing.cost import (
     CostModel,
     CostModelError,
     Quadratic,
     fit_quadratic,
     parse_coefficients,
 )
-from solver.packing.lengths import LengthsError, check_lengths, read_lengths
+from ppsched.solver.packing.lengths import LengthsError, check_lengths, read_lengths
 
 
 def test_scales_relative_to_the_reference_sample():

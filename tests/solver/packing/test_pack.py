@@ -8,9 +8,10 @@ import math
 from typing import Any
 
 import pytest
-
-from solver.errors import ProfileError
-from solver.packing import (
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.profile import Profile, parse_profile
+from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.packing import (
     CostModel,
     PackingError,
     PackResult,
@@ -20,10 +21,8 @@ from solver.packing import (
     pack,
     pack_samples,
 )
-from solver.packing.synthetic import lognormal
-from solver.profile import Profile, parse_profile
-from solver.schedule import Schedule
-from solver.simulator import simulate
+from ppsched.solver.packing.synthetic import lognormal
+from ppsched.solver.sim.simulator import simulate
 
 COST = CostModel(forward=Quadratic(1e-4, 1.0))
 

@@ -7,8 +7,7 @@ import itertools
 import random
 
 import pytest
-
-from solver.packing.partition import (
+from ppsched.solver.packing.partition import (
     balanced_partition,
     deal_with_counts,
     exact_partition,
@@ -135,7 +134,7 @@ def test_fill_in_order():
 
 
 def test_entry_orders():
-    from solver.packing.pack import entry_orders
+    from ppsched.solver.packing.pack import entry_orders
 
     costs = [5.0, 1.0, 3.0, 2.0, 4.0]
     orders = entry_orders(costs)

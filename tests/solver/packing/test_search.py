@@ -5,8 +5,8 @@ same method; a rebalancing move is kept only when it shortens the step."""
 from __future__ import annotations
 
 import pytest
-
-from solver.packing import (
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.packing import (
     PackSpec,
     best_packing,
     fill_samples,
@@ -16,10 +16,10 @@ from solver.packing import (
     solve_replicas,
     split_replicas,
 )
-from solver.packing.partition import Bins
-from solver.packing.synthetic import lognormal
-from solver.profile import parse_profile
-from solver.solve import solve
+from ppsched.solver.packing.partition import Bins
+from ppsched.solver.packing.synthetic import lognormal
+from ppsched.solver.solving.entry import solve
+
 from tests.solver.packing.test_pack import COST, base
 
 

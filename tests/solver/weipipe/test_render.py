@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from solver.weipipe import parse_weipipe_profile, simulate_weipipe
-from solver.weipipe.render import weipipe_grid, weipipe_svg
+from ppsched.solver.weipipe import parse_weipipe_profile, simulate_weipipe
+from ppsched.solver.weipipe.render import weipipe_grid, weipipe_svg
 
 
 def _result(bandwidth: float = 4.0):

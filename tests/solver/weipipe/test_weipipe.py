@@ -8,11 +8,10 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from solver.errors import ProfileError, ScheduleInvalid
-from solver.weipipe import SCHEDULES, build_program, parse_weipipe_profile, simulate_weipipe
-from solver.weipipe.schedules import WOp
-from solver.weipipe.simulator import validate_program
+from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
+from ppsched.solver.weipipe import SCHEDULES, build_program, parse_weipipe_profile, simulate_weipipe
+from ppsched.solver.weipipe.schedules import WOp
+from ppsched.solver.weipipe.simulator import validate_program
 
 GRID = list(itertools.product((2, 3, 4, 8), (2, 3, 5)))  # (p, n): n >= 2 reaches steady state
 TIMES = [(1.0, 1.0, 1.0), (1.0, 1.3, 0.7), (2.0, 1.5, 0.5), (1.0, 2.0, 1.0)]

@@ -1,0 +1,429 @@
+"""The exact model on OR-Tools CP-SAT, warm-started from the heuristic.
+
+One interval per op, no overlap per rank, the cost model's precedences with latency
+across ranks, memory per rank as a reservoir, the largest per-rank span (or the makespan)
+minimised. Build and solve are kept apart (`build_model`, `solve_cpsat`); figures come
+from re-timing the answer with the simulator (`solver.exact.finish`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+from ppsched.solver.exact.cpsat_tight import add_order_literals, applies, memory_precedences
+from ppsched.solver.exact.deadline_probes import Answer, rise_to_optimum
+from ppsched.solver.exact.frame import (
+    ExactResult,
+    Orders,
+    Progress,
+    ProgressFn,
+    Scaled,
+    finish,
+    first_start_ticks,
+    infeasible_result,
+    orders_from_starts,
+    scope_of,
+    split_fused,
+)
+from ppsched.solver.exact.frame import seed as seed_model
+from ppsched.solver.model.bounds import lower_bound
+from ppsched.solver.model.ops import Op
+from ppsched.solver.model.profile import Problem
+from ppsched.solver.sim.simulator import simulate
+
+log = logging.getLogger(__name__)
+
+KINDS = ("F", "B", "W")
+
+
+@dataclass
+class Model:
+    """A built CP-SAT model and the handles needed to read and hint it."""
+
+    model: cp_model.CpModel
+    start: dict[Op, cp_model.IntVar]
+    objective: cp_model.IntVar
+    scaled: Scaled
+
+
+def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
+                upper_ticks: int, objective: str = "cost", fifo: bool = True,
+                bound_cut: bool = True, tight: bool = False) -> Model:
+    """The CP-SAT model of `problem` (single and multi-chunk alike: ranks are data).
+
+    Args:
+        scaled: the problem in integer ticks and memory units.
+        hint_ticks: start of each op in the hint, timed in ticks (list scheduling).
+        upper_ticks: the hint's objective in ticks; no better solution exceeds it.
+        objective: ``cost`` (largest per-rank span) or ``makespan``.
+        fifo: each op kind runs in microbatch order on each stage (the paper's ILP);
+            False frees the B and W orders (F stays in order: it fixes each rank's
+            first op, see `first_start_ticks`).
+        bound_cut: add the memory-aware lower bound as a cut on the objective.
+        tight: add the order literals, their exact memory rule and energy cuts
+            (`solver.cpsat_tight`; one chunk per rank), for limits below 1F1B's memory.
+    """
+    model = cp_model.CpModel()
+    S, m = problem.num_stages, problem.num_microbatches
+    # Each microbatch its own durations and latencies (DESIGN.md 6.2).
+    duration = {"F": scaled.f_mb, "B": scaled.b_mb, "W": scaled.w_mb}
+    first = first_start_ticks(problem, scaled)
+    rank_of = problem.stage_to_rank
+    # Every op of rank r lies in [first[r], first[r] + upper] for the cost objective, and
+    # in [0, upper] for the makespan (rank 0 starts at 0).
+    window = [(f, f + upper_ticks) if objective == "cost" else (0, upper_ticks)
+              for f in first]
+
+    # Intervals.
+    start: dict[Op, cp_model.IntVar] = {}
+    end: dict[Op, cp_model.LinearExpr] = {}
+    intervals: list[list[cp_model.IntervalVar]] = [[] for _ in range(problem.num_ranks)]
+    for kind in KINDS:
+        for s in range(S):
+            lo, hi = window[rank_of[s]]
+            for j in range(m):
+                d = duration[kind][s][j]
+                op = Op(kind, s, j)  # type: ignore[arg-type]
+                var = model.new_int_var(lo, max(lo, hi - d), f"start_{kind}_{s}_{j}")
+                start[op] = var
+                end[op] = var + d
+                intervals[rank_of[s]].append(
+                    model.new_fixed_size_interval_var(var, d, f"{kind}_{s}_{j}"))
+    for rank_intervals in intervals:
+        model.add_no_overlap(rank_intervals)
+
+    # Precedences (DESIGN.md section 3), with the latency across ranks.
+    for s in range(S):
+        for j in range(m):
+            if s > 0:
+                model.add(start[Op("F", s, j)] >= end[Op("F", s - 1, j)]
+                          + scaled.comm_mb[s - 1][j])
+            if s < S - 1:
+                model.add(start[Op("B", s, j)] >= end[Op("B", s + 1, j)]
+                          + scaled.comm_mb[s][j])
+            else:
+                model.add(start[Op("B", s, j)] >= end[Op("F", s, j)])
+            model.add(start[Op("W", s, j)] >= end[Op("B", s, j)])
+    # Microbatch order per stage: for F always (it fixes each rank's first op and breaks
+    # the symmetry of identical microbatches); for B and W only in the FIFO model.
+    for kind in KINDS if fifo else ("F",):
+        for s in range(S):
+            for j in range(m - 1):
+                model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])  # type: ignore[arg-type]
+    # Precedences the memory limit forces in FIFO order (valid cuts; see the function).
+    if fifo and problem.uniform_microbatches:  # derived from one m_b per stage
+        for before_op, f_op in memory_precedences(problem, scaled):
+            model.add(start[f_op] >= end[before_op])
+    # The first op of each rank starts as early as list scheduling would start it.
+    for r, stages in enumerate(problem.rank_to_stages):
+        model.add(start[Op("F", min(stages), 0)] == first[r])
+
+    # Memory: F holds m_b from its start; B gives back m_b - m_w at its end, W the rest.
+    for r, stages in enumerate(problem.rank_to_stages):
+        limit = scaled.limit[r]
+        if limit is None:
+            continue
+        if tight and all(w <= b for s in stages
+                         for w, b in zip(scaled.m_w_mb[s], scaled.m_b_mb[s], strict=True)):
+            continue  # the order literals' rule at each F is exact: peaks are at Fs
+        times, changes = [], []
+        for s in stages:
+            for j in range(m):
+                times += [start[Op("F", s, j)], end[Op("B", s, j)], end[Op("W", s, j)]]
+                m_b, m_w = scaled.m_b_mb[s][j], scaled.m_w_mb[s][j]
+                changes += [m_b, m_w - m_b, -m_w]
+        model.add_reservoir_constraint(times, changes, 0, limit)
+
+    # Objective.
+    goal = model.new_int_var(0, upper_ticks, objective)
+    last_ops = [Op("W", s, j) for s in range(S) for j in (range(m) if not fifo else [m - 1])]
+    for op in last_ops:
+        offset = first[rank_of[op.stage]] if objective == "cost" else 0
+        model.add(goal >= end[op] - offset)
+    # A valid cut: no schedule beats the proven lower bound (in ticks, rounded down and
+    # widened by the scaling tolerance).
+    if bound_cut:
+        floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
+        model.add(goal >= math.floor(floor + 1e-6))
+    if tight:
+        add_order_literals(model, problem, scaled, start, goal, first, hint_ticks,
+                           objective, fifo)
+    model.minimize(goal)
+
+    # Hints.
+    for op, var in start.items():
+        model.add_hint(var, hint_ticks[op])
+    model.add_hint(goal, upper_ticks)
+    return Model(model, start, goal, scaled)
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    """Records (seconds, objective, bound) at each solution, in profile time units.
+
+    The objective is the solution's order re-timed by the simulator (the model's value
+    is in rounded ticks and may differ from what the schedule will show); the bound is
+    the model's, widened by the scaling tolerance.
+    """
+
+    def __init__(self, problem: Problem, built: Model, objective: str, began: float,
+                 on_progress: ProgressFn | None) -> None:
+        super().__init__()
+        self.problem, self.built, self.objective = problem, built, objective
+        self.began, self.on_progress = began, on_progress
+        self.trace: list[Progress] = []
+        self.best_value = math.inf
+        self.best_orders: Orders | None = None
+        self.lock = threading.Lock()
+
+    def on_solution_callback(self) -> None:
+        starts = {op: float(self.value(var)) for op, var in self.built.start.items()}
+        orders = orders_from_starts(self.problem, starts)
+        sim = simulate(self.problem, orders)
+        if not sim.ok or sim.metrics is None:
+            return  # cannot happen for a solution of an exact model; never report it
+        with self.lock:  # workers may report concurrently; keep the trace monotone
+            best = sim.metrics.objective(self.objective)
+            if best < self.best_value:
+                # The model ranks solutions by rounded ticks; the simulator may rank two
+                # of them the other way, so the best re-timed one is kept here.
+                self.best_value, self.best_orders = best, orders
+            if self.trace:
+                best = min(best, self.trace[-1][1])
+            point = (time.perf_counter() - self.began, best,
+                     self.built.scaled.bound_in_time_units(self.best_objective_bound))
+            if self.trace and point[1:] == self.trace[-1][1:]:
+                return  # a solution no better by the simulator: nothing new to show
+        with self.lock:
+            self.trace.append(point)
+        if self.on_progress is not None:
+            self.on_progress(point)
+
+
+def _solver(time_limit_s: float, workers: int, seed: int | None,
+            deterministic_s: float | None) -> cp_model.CpSolver:
+    """A CP-SAT solver limited by wall time, or by deterministic time when given."""
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    solver.parameters.num_workers = workers
+    if seed is not None:
+        solver.parameters.random_seed = seed
+    if deterministic_s is not None:
+        solver.parameters.max_deterministic_time = max(0.01, deterministic_s)
+        solver.parameters.max_time_in_seconds = 100 * deterministic_s + 60  # a safety net
+    # Measured (benchmarks/cpsat_formulations.py): expanding each reservoir into ordering
+    # literals costs seconds of presolve probing per rank and found no solution in 10 s;
+    # the propagator on start times with the heuristic's hint and the lower-bound cut
+    # proves the FIFO optimum of the paper's configurations in well under a second.
+    solver.parameters.expand_reservoir_constraints = False
+    return solver
+
+
+def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
+                time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                on_progress: ProgressFn | None = None, tight: bool | None = None,
+                seed: int | None = None, deterministic_s: float | None = None,
+                ) -> ExactResult:
+    """Refine `hint` with CP-SAT within the time limit; never worse than the hint.
+
+    Args:
+        problem: the resolved profile.
+        hint: a valid schedule (e.g. the heuristic's) that seeds and floors the search.
+        objective: ``cost`` or ``makespan``.
+        time_limit_s: wall-clock limit of the search.
+        workers: CP-SAT search workers (threads).
+        fifo: restrict to microbatch order per op kind (the paper's formulation).
+        on_progress: called with (seconds, objective, bound) when either improves.
+        tight: add the order literals of `solver.cpsat_tight`; None (default) adds them
+            where they apply (`solver.cpsat_tight.applies`: memory below 1F1B's).
+        seed: CP-SAT's random seed, for reproducible runs (with one worker).
+        deterministic_s: stop after this much of CP-SAT's deterministic time instead of
+            `time_limit_s` of wall time (with one worker and a seed, a run then repeats
+            exactly on any load; benchmarks use it).
+    """
+    began = time.perf_counter()
+    infeasible = infeasible_result(problem, "cpsat", began)
+    if infeasible is not None:
+        return infeasible
+    scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
+    if tight is None:
+        tight = applies(problem)
+    built = build_model(problem, scaled, hint_ticks, upper, objective, fifo, tight=tight)
+    solver = _solver(time_limit_s - (time.perf_counter() - began), workers, seed,
+                     deterministic_s)
+    callback = _Progress(problem, built, objective, began, on_progress)
+    status = solver.solve(built.model, callback)
+    log.info("cp-sat %s in %.2f s: objective %s bound %s", solver.status_name(status),
+             solver.wall_time, solver.objective_value, solver.best_objective_bound)
+    candidate = None
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        starts = {op: float(solver.value(var)) for op, var in built.start.items()}
+        candidate = callback.best_orders or orders_from_starts(problem, starts)
+        bound_ticks = solver.best_objective_bound
+    else:
+        bound_ticks = 0.0
+    # The model's optimum is the problem's only when the scaling is exact.
+    return finish(problem, "cpsat", objective, hint, candidate,
+                  scaled.bound_in_time_units(bound_ticks),
+                  proven=status == cp_model.OPTIMAL and scaled.exact,
+                  began=began, progress=callback.trace, tolerance=scaled.time_tolerance,
+                  scope=scope_of(fifo, objective))
+
+
+# Where memory binds, the deadline probes (`solver.deadline_probes.rise_to_optimum`) come
+# first: a brief probe takes BRIEF_PROBE of the budget, a long one LONG_PROBE of what is
+# left, and the plain and order-literal phases share what the probes leave. Measured with
+# deterministic time 10 (one worker, seed 0): refuted caps take under 0.1 of it but one,
+# and the probe that settles the optimum 3.0-3.6 (gpt1.5b-p8-m24 and gpt6.2b-p8-m24 at
+# limit 6); with a fixed half for the probes, the minimising phases missed it where the
+# probes prove nothing (hetero-p8-m32 at 0.375p: 3919.1 instead of 3886.2).
+BRIEF_PROBE = 0.1
+LONG_PROBE = 0.8
+# The phases in order, each with its share of the time the ones before it left.
+PHASES = (("probes", 1.0), ("plain", 0.5), ("literals", 1.0))
+
+
+def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost",
+                       time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                       on_progress: ProgressFn | None = None, seed: int | None = None,
+                       deterministic_s: float | None = None) -> ExactResult:
+    """The order-literal model probed with caps on its objective rising from the general
+    lower bound (`solver.deadline_probes`): each refuted cap is a bound over the model's
+    scope, and the first cap not refuted is searched from close above the optimum.
+
+    A brief probe takes `BRIEF_PROBE` of the budget, a long one `LONG_PROBE` of what is
+    left (see `rise_to_optimum` for when). The result is never worse than the hint.
+    """
+    return _rise(problem, hint, objective, time_limit_s, workers, fifo, on_progress, seed,
+                 deterministic_s, brief_share=BRIEF_PROBE)[0]
+
+
+def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, workers: int,
+          fifo: bool, on_progress: ProgressFn | None, seed: int | None,
+          deterministic_s: float | None, brief_share: float) -> tuple[ExactResult, float]:
+    """`solve_cpsat_rising`, each brief probe limited to `brief_share` of the budget; also
+    returns the deterministic time the probes used."""
+    began = time.perf_counter()
+    scaled, hint, hint_ticks, upper = seed_model(problem, hint, objective)
+    floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
+    hint_sim = simulate(problem, hint)
+    assert hint_sim.metrics is not None, "the hint must be valid"
+    best_value, best_orders = hint_sim.metrics.objective(objective), None
+    proven_ticks = math.floor(floor + 1e-6)
+    spent = 0.0  # deterministic time the probes used so far
+    progress: list[Progress] = []
+
+    def report(point: Progress) -> None:
+        point = (point[0], min(point[1], best_value),
+                 max(point[2], scaled.bound_in_time_units(proven_ticks)))
+        if progress and point[1:] == progress[-1][1:]:
+            return
+        progress.append(point)
+        if on_progress is not None:
+            on_progress(point)
+
+    def probe(cap: int, long: bool) -> Answer:
+        nonlocal best_value, best_orders, spent
+        # A brief probe: its share of the budget; a long one: its share of what is left.
+        wall_left = time_limit_s - (time.perf_counter() - began)
+        det_left = None if deterministic_s is None else deterministic_s - spent
+        if long:
+            wall_left *= LONG_PROBE
+            det_left = None if det_left is None else det_left * LONG_PROBE
+        else:
+            wall_left = min(wall_left, time_limit_s * brief_share)
+            det_left = None if det_left is None or deterministic_s is None else \
+                min(det_left, deterministic_s * brief_share)
+        if wall_left < 0.05 or (det_left is not None and det_left < 0.01):
+            return Answer("unknown")
+        built = build_model(problem, scaled, hint_ticks, cap, objective, fifo, tight=True)
+        built.model.clear_hints()  # the hint is above the cap: no use as a hint
+        solver = _solver(wall_left, workers, seed, det_left)
+        callback = _Progress(problem, built, objective, began, report)
+        status = solver.solve(built.model, callback)
+        spent += solver.deterministic_time
+        log.info("probe cap %d: %s in %.2f s (%.2f det)", cap, solver.status_name(status),
+                 solver.wall_time, solver.deterministic_time)
+        if callback.best_orders is not None and callback.best_value < best_value:
+            best_value, best_orders = callback.best_value, callback.best_orders
+        if status == cp_model.INFEASIBLE:
+            return Answer("refuted")
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return Answer("unknown")
+        value = round(solver.objective_value)
+        bound = math.ceil(solver.best_objective_bound - 1e-6)
+        return Answer("optimal" if status == cp_model.OPTIMAL else "found", value, bound)
+
+    def raised(lower: int) -> None:
+        nonlocal proven_ticks
+        proven_ticks = lower
+        report((time.perf_counter() - began, best_value, scaled.bound_in_time_units(lower)))
+
+    bracket = rise_to_optimum(probe, proven_ticks, upper, raised)
+    log.info("deadline probes: %d, bracket [%d, %d] ticks", bracket.probes, bracket.lower,
+             bracket.upper)
+    return finish(problem, "cpsat", objective, hint, best_orders,
+                  scaled.bound_in_time_units(bracket.lower),
+                  proven=bracket.proven and scaled.exact, began=began, progress=progress,
+                  tolerance=scaled.time_tolerance, scope=scope_of(fifo, objective)), spent
+
+
+def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost",
+                       time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                       on_progress: ProgressFn | None = None, seed: int | None = None,
+                       deterministic_s: float | None = None) -> ExactResult:
+    """Where memory binds below 1F1B's (`applies`): deadline probes first (`PHASES`,
+    `solve_cpsat_rising`), then from their best the plain model for half the time left,
+    then the order-literal model for the rest.
+
+    Measured on gpt1.5b-p8-m24 at limit 6: the probes prove the FIFO optimum 1527.3 where
+    minimising from the heuristic's 1895.4 did not in 30 s on a loaded machine; where they
+    stop short, the plain model finds good orders fast but its bound stays at the general
+    one, and the order-literal model raises the bound but searches worse from a poor order.
+    All bound the same scope, so the best bound is kept; the result is never worse than
+    the hint. Elsewhere, `solve_cpsat` alone.
+    """
+    if not applies(problem) or time_limit_s < 2 or not problem.uniform_microbatches:
+        return solve_cpsat(problem, hint, objective=objective, time_limit_s=time_limit_s,
+                           workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
+                           deterministic_s=deterministic_s)
+    began = time.perf_counter()
+    current, bound, progress = hint, 0.0, []
+    used = 0.0  # deterministic time the phases used so far
+    result: ExactResult | None = None
+    for phase, share in PHASES:
+        offset = time.perf_counter() - began
+        # Each phase its share of what is left (the last one all of it).
+        wall = max(0.5, (time_limit_s - offset) * share)
+        det = None if deterministic_s is None else (deterministic_s - used) * share
+
+        def shifted(point: Progress, offset: float = offset, floor: float = bound) -> None:
+            if on_progress is not None:
+                on_progress((point[0] + offset, point[1], max(point[2], floor)))
+
+        if phase == "probes":
+            # A brief probe: BRIEF_PROBE of the whole budget, whatever this phase's share.
+            total = time_limit_s if deterministic_s is None else deterministic_s
+            budget = max(1e-9, wall if det is None else det)
+            result, spent = _rise(problem, current, objective, wall, workers, fifo, shifted,
+                                  seed, det, brief_share=min(1.0, BRIEF_PROBE * total / budget))
+        else:
+            result = solve_cpsat(problem, current, objective=objective, time_limit_s=wall,
+                                 workers=workers, fifo=fifo, on_progress=shifted, seed=seed,
+                                 tight=phase == "literals", deterministic_s=det)
+            spent = det or 0.0
+        used += spent
+        progress += [(t + offset, value, max(b, bound)) for t, value, b in result.progress]
+        bound = max(bound, result.bound)
+        if result.orders is None or result.status == "optimal":
+            break
+        current = result.orders
+    assert result is not None
+    tolerance = seed_model(problem, hint, objective)[0].time_tolerance
+    return finish(problem, "cpsat", objective, split_fused(hint), result.orders, bound,
+                  proven=result.status == "optimal", began=began, progress=progress,
+                  tolerance=tolerance, scope=scope_of(fifo, objective))

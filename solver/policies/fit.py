@@ -1,0 +1,368 @@
+"""The heuristic's choice of an activation policy per (stage, microbatch) (DESIGN.md 6.3).
+
+Where a profile offers recompute or offload, a memory limit no longer fixes how much of
+the pipeline can be in flight: an activation may leave the device (offload, ``O`` after
+its ``F`` on the device-to-host lane, ``L`` back before its ``B``) or be dropped and
+recomputed (``R`` before its ``B`` on the compute lane). The search here:
+
+1. solves the keep-only problem with today's heuristic at a *virtual* limit at or above
+   the real one (`virtual_limits`: the real limit up to the unconstrained peak), which
+   gives the order of the compute ops and, timed, when each activation is born (end of
+   its ``F``) and needed (start of its ``B``);
+2. while some rank's device memory, taken over time, is over the real limit: at that
+   rank's peak instant it takes the activations alive there with the longest lifespans
+   first and offloads them where the copies fit inside the lifespan (``O`` right after
+   the ``F``; ``L`` triggered by the last compute op that starts early enough for the
+   reload to land before the ``B``), recomputes them otherwise (``R`` right before the
+   ``B``), until the excess is covered; then re-times the whole order with the simulator;
+3. keeps the cheapest valid schedule over the virtual limits and the two policy
+   preferences (offload first, recompute only), and the keep-only schedule at the real
+   limit.
+
+Every figure comes from `solver.simulator.simulate`; an order that does not validate is
+never returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ppsched.solver.model.bounds import round_trip
+from ppsched.solver.model.ops import Op, Orders, parts
+from ppsched.solver.model.policy_fields import PolicyFields, policy_fields
+from ppsched.solver.model.profile import Problem
+from ppsched.solver.sim.simulator import Simulation, simulate
+
+logger = logging.getLogger(__name__)
+
+_EPS = 1e-9
+KEEP, RECOMPUTE, OFFLOAD = "keep", "recompute", "offload"
+# Virtual limits as multiples of the real one (with the real m_b).
+VIRTUAL_FACTORS = (1.25, 1.5, 2.0, 3.0)
+# Scales of the expected residence (`residence`): 1 trusts the estimate, more leaves
+# room for copies that queue on a busy lane.
+RESIDENCE_SCALES = (1.0, 1.5, 2.0, 3.0)
+# How far a rank's limit is raised where its activations leave the device most.
+EXTRA_LIMIT = (0.0, 0.5)
+# Rounds of the fitting loop per candidate (each round assigns a policy to at least one
+# activation, so S*m rounds always suffice; this cap only bounds the time).
+MAX_ROUNDS = 200
+
+KeepSolver = Callable[[Problem, str], tuple[Orders, str, float]]
+
+
+def offers_policies(problem: Problem) -> bool:
+    """Whether the profile makes recompute or offload available (DESIGN.md 6.3 opt-in)."""
+    return policy_fields(problem).any
+
+
+def keep_only(problem: Problem, limit: float | tuple[float, ...] | None = None) -> Problem:
+    """`problem` with no policy available (and, if given, another memory limit)."""
+    changes: dict[str, Any] = {"can_recompute": False, "can_offload": False}
+    if limit is not None:
+        changes["memory_limit"] = limit if isinstance(limit, tuple) else \
+            (limit,) * problem.num_ranks
+    return dataclasses.replace(problem, **changes)
+
+
+def memory_events(problem: Problem, op: Op, policy: dict[tuple[int, int], str],
+                  fields: PolicyFields | None = None) -> tuple[float, float]:
+    """The memory `op` adds at its start and frees at its end on its rank (DESIGN.md 6.3:
+    an increase applies at the start, a decrease at the end)."""
+    pf = fields or policy_fields(problem)
+    s, j = op.stage, op.microbatch
+    kind = op.kind
+    m_b = problem.m_b[s]
+    if kind == "F":
+        delta = pf.m_ckpt[s] if policy.get((s, j)) == RECOMPUTE else m_b
+    elif kind == "R":
+        delta = m_b - pf.m_ckpt[s]
+    elif kind == "O":
+        delta = -(m_b - pf.m_keep[s])
+    elif kind == "L":
+        delta = m_b - pf.m_keep[s]
+    elif kind == "B":
+        delta = problem.m_w[s] - m_b
+    elif kind == "W":
+        delta = -problem.m_w[s]
+    else:  # BW
+        delta = -m_b
+    return (delta, 0.0) if delta > 0 else (0.0, delta)
+
+
+def peak_instant(problem: Problem, sim: Simulation, rank: int,
+                 policy: dict[tuple[int, int], str]) -> tuple[float, float]:
+    """The rank's peak device memory taken over time, and the first instant it is held
+    (at one instant ends apply before starts)."""
+    events: list[tuple[float, int, float]] = []
+    fields = policy_fields(problem)
+    for i, op in enumerate(sim.order[rank]):
+        begin, finish = sim.start[rank][i], sim.end[rank][i]
+        if begin is None or finish is None:
+            continue
+        up, down = memory_events(problem, op, policy, fields)
+        if up:
+            events.append((begin, 1, up))
+        if down:
+            events.append((finish, 0, down))
+    events.sort()
+    held = peak = 0.0
+    when = 0.0
+    for t, _, delta in events:
+        held += delta
+        if held > peak + _EPS:
+            peak, when = held, t
+    return peak, when
+
+
+@dataclasses.dataclass(frozen=True)
+class Life:
+    """One activation's life in the keep-only timing: born at the end of its F, needed at
+    the start of its B (or BW)."""
+
+    stage: int
+    microbatch: int
+    rank: int
+    born: float
+    needed: float
+
+    @property
+    def span(self) -> float:
+        return self.needed - self.born
+
+
+def lives(problem: Problem, sim: Simulation) -> dict[tuple[int, int], Life]:
+    """Each (stage, microbatch)'s life in a timed order of compute ops."""
+    born: dict[tuple[int, int], tuple[int, float]] = {}
+    needed: dict[tuple[int, int], float] = {}
+    for r, ops in enumerate(sim.order):
+        for i, op in enumerate(ops):
+            if op.kind == "F":
+                born[(op.stage, op.microbatch)] = (r, sim.end[r][i] or 0.0)
+            elif op.kind in ("B", "BW"):
+                needed[(op.stage, op.microbatch)] = sim.start[r][i] or 0.0
+    return {key: Life(key[0], key[1], r, t, needed[key]) for key, (r, t) in born.items()}
+
+
+def with_policies(problem: Problem, compute: Orders, policy: dict[tuple[int, int], str],
+                  life: dict[tuple[int, int], Life], keep_start: dict[Op, float]) -> Orders:
+    """The compute orders with the R, O and L ops that `policy` implies, placed.
+
+    ``R`` goes right before its ``B`` (Megatron's place: the recomputed tensors live the
+    shortest). ``O`` goes right after its ``F``. ``L`` goes right after the last compute
+    op of the rank that starts (in the keep-only timing `life` came from) early enough
+    for the reload to land before the ``B``: a copy in a rank's list is issued when the
+    program reaches it, so that op triggers the reload, as late as it can be.
+    """
+    t_reload = policy_fields(problem).t_reload
+    orders: Orders = []
+    for r, ops in enumerate(compute):
+        starts = [keep_start.get(op) for op in ops]
+        position = {op: i for i, op in enumerate(ops)}
+        reloads: dict[int, list[Op]] = {}
+        for (s, j), choice in policy.items():
+            if choice != OFFLOAD or problem.stage_to_rank[s] != r:
+                continue
+            latest = life[(s, j)].needed - t_reload[s]
+            f_at = position[Op("F", s, j)]
+            b_at = position.get(Op("B", s, j), position.get(Op("BW", s, j), len(ops)))
+            trigger = f_at
+            for i in range(f_at + 1, b_at):
+                begin = starts[i]
+                if begin is not None and begin <= latest + _EPS:
+                    trigger = i
+            reloads.setdefault(trigger, []).append(Op("L", s, j))  # type: ignore[arg-type]
+        row: list[Op] = []
+        for i, op in enumerate(ops):
+            key = (op.stage, op.microbatch)
+            if op.kind in ("B", "BW") and policy.get(key) == RECOMPUTE:
+                row.append(Op("R", *key))  # type: ignore[arg-type]
+            row.append(op)
+            if op.kind == "F" and policy.get(key) == OFFLOAD:
+                row.append(Op("O", *key))  # type: ignore[arg-type]
+            # Reloads in the order their Bs need them.
+            row.extend(sorted(reloads.get(i, ()),
+                              key=lambda x: life[(x.stage, x.microbatch)].needed))
+        orders.append(row)
+    return orders
+
+
+def fit(problem: Problem, compute: Orders, keep_sim: Simulation, prefer: str,
+        ) -> tuple[Orders, Simulation] | None:
+    """Add policies to the keep-only `compute` orders until the real limit holds.
+
+    Args:
+        prefer: ``offload`` (offload where the copies fit in the activation's life,
+            recompute otherwise) or ``recompute`` (recompute only).
+
+    Returns:
+        The orders and their simulation, valid; None when no choice of policies fits.
+    """
+    life = lives(problem, keep_sim)
+    keep_start = {op: t for ops, times in zip(keep_sim.order, keep_sim.start, strict=True)
+                  for op, t in zip(ops, times, strict=True) if t is not None}
+    policy: dict[tuple[int, int], str] = {}
+    orders = compute
+    pf = policy_fields(problem)
+    can_offload = prefer == OFFLOAD and pf.can_offload
+    for _ in range(MAX_ROUNDS):
+        sim = simulate(problem, orders)
+        if sim.ok:
+            return orders, sim
+        if any(v.kind != "memory" for v in sim.violations):
+            logger.debug("policy candidate invalid: %s", sim.violations[0])
+            return None
+        added = False
+        for r in range(problem.num_ranks):
+            peak, when = peak_instant(problem, sim, r, policy)
+            excess = peak - problem.memory_limit[r]
+            if excess <= _EPS:
+                continue
+            alive = sorted((lf for lf in life.values() if lf.rank == r
+                            and policy.get((lf.stage, lf.microbatch), KEEP) == KEEP
+                            and lf.born - _EPS <= when < lf.needed),
+                           key=lambda lf: -lf.span)
+            for lf in alive:
+                key = (lf.stage, lf.microbatch)
+                s = lf.stage
+                # The copies fit in the life: the B need not wait for its reload.
+                hides = lf.span + _EPS >= pf.t_offload[s] + pf.t_reload[s]
+                if can_offload and hides:
+                    policy[key] = OFFLOAD
+                    excess -= problem.m_b[s] - pf.m_keep[s]
+                elif pf.can_recompute:
+                    policy[key] = RECOMPUTE
+                    excess -= problem.m_b[s] - pf.m_ckpt[s]
+                elif can_offload:
+                    policy[key] = OFFLOAD  # the copies delay the B; still the only way
+                    excess -= problem.m_b[s] - pf.m_keep[s]
+                else:
+                    continue
+                added = True
+                if excess <= _EPS:
+                    break
+        if not added:
+            return None
+        orders = with_policies(problem, compute, policy, life, keep_start)
+    return None
+
+
+def residence(problem: Problem, stage: int, prefer: str, scale: float) -> float:
+    """The share of an activation's keep-only life it is expected to spend on the device
+    under `prefer`, times `scale` (at most 1).
+
+    Kept, an activation holds its memory from the start of its F to the end of its B:
+    at least the round trip plus the B. Offloaded, it holds it during the F and the O,
+    and during the L and the B; recomputed, during the R and the B (and m_ckpt always).
+    Where the copies do not fit in the round trip, the share is 1.
+    """
+    pf = policy_fields(problem)
+    life = round_trip(problem, stage) + problem.t_b[stage]
+    if prefer == OFFLOAD:
+        held = problem.t_f[stage] + pf.t_offload[stage] + pf.t_reload[stage] \
+            + problem.t_b[stage]
+        floor = pf.m_keep[stage] / problem.m_b[stage] if problem.m_b[stage] else 1.0
+    else:
+        held = pf.t_r[stage] + problem.t_b[stage]
+        floor = pf.m_ckpt[stage] / problem.m_b[stage] if problem.m_b[stage] else 1.0
+    if life <= 0 or held >= life:
+        return 1.0
+    return min(1.0, max(floor, scale * held / life))
+
+
+def relaxed_problems(problem: Problem, prefer: str) -> list[Problem]:
+    """The keep-only problems whose heuristic orders the search starts from.
+
+    Two families: the real memory with each stage's ``m_b`` scaled by its expected
+    `residence` under `prefer` (the keep heuristic then puts as many activations in
+    flight as the policy makes room for, while the Ws' memory stays real), with each
+    rank's limit optionally raised where its activations leave the device most; and
+    the real ``m_b`` at virtual limits `VIRTUAL_FACTORS` times the real one.
+    """
+    found: list[Problem] = []
+    limit = problem.memory_limit
+    for scale in RESIDENCE_SCALES:
+        share = [residence(problem, s, prefer, scale) for s in range(problem.num_stages)]
+        m_b = tuple(x * a for x, a in zip(problem.m_b, share, strict=True))
+        rank_share = [max(share[s] for s in stages) for stages in problem.rank_to_stages]
+        for extra in EXTRA_LIMIT:
+            raised = tuple(x * (1 + extra * (1 - a)) for x, a in
+                           zip(limit, rank_share, strict=True))
+            found.append(dataclasses.replace(keep_only(problem, raised), m_b=m_b))
+    for factor in VIRTUAL_FACTORS:
+        found.append(keep_only(problem, tuple(x * factor for x in limit)))
+    unique: list[Problem] = []
+    for candidate in found:
+        if candidate not in unique:
+            unique.append(candidate)
+    return unique
+
+
+def policy_search(problem: Problem, objective: str, keep_solver: KeepSolver,
+                  ) -> tuple[Orders, str, float] | None:
+    """The cheapest valid schedule with policies the search finds, or None if none fits.
+
+    Args:
+        keep_solver: today's heuristic for a keep-only problem: orders, name, objective.
+    """
+    best: tuple[Orders, str, float] | None = None
+    pf = policy_fields(problem)
+    preferences = [p for p, ok in ((OFFLOAD, pf.can_offload),
+                                   (RECOMPUTE, pf.can_recompute)) if ok]
+    tried: set[tuple[object, ...]] = set()
+    for prefer in preferences:
+        for relaxed in relaxed_problems(problem, prefer):
+            try:
+                compute, name, _ = keep_solver(relaxed, objective)
+            except ValueError as error:  # a relaxed limit the keep heuristic refuses
+                logger.debug("relaxed problem refused: %s", error)
+                continue
+            # Policies attach to plain ops: an FB (DESIGN.md 6.4) runs as its two parts.
+            compute = [[part for op in ops for part in parts(op)] for ops in compute]
+            # The compute order's timing does not depend on memory: time it once.
+            keep_sim = simulate(keep_only(problem, (math.inf,) * problem.num_ranks), compute)
+            if not keep_sim.ok:
+                continue
+            key = (*map(tuple, compute), prefer)
+            if key in tried:
+                continue
+            tried.add(key)
+            fitted = fit(problem, compute, keep_sim, prefer)
+            if fitted is None:
+                continue
+            orders, sim = fitted
+            assert sim.metrics is not None
+            value = sim.metrics.objective(objective)
+            if best is None or value < best[2] - _EPS:
+                counts = count_policies(orders)
+                label = "+".join(k for k in (OFFLOAD, RECOMPUTE) if counts[k]) or KEEP
+                best = (orders, f"{name}+{label}", value)
+    return best
+
+
+def policy_orders(problem: Problem, objective: str, keep_solver: KeepSolver,
+                  ) -> tuple[Orders, str, float]:
+    """The heuristic's orders for a problem that offers policies: the better of the
+    keep-only heuristic at the real limit and `policy_search` (ties: keep)."""
+    orders, name, value = keep_solver(keep_only(problem), objective)
+    found = policy_search(problem, objective, keep_solver)
+    if found is not None and found[2] < value - _EPS:
+        logger.info("policies: %s at %g (keep only: %g)", found[1], found[2], value)
+        return found
+    return orders, name, value
+
+
+def count_policies(orders: Iterable[Iterable[Op]]) -> dict[str, int]:
+    """How many (stage, microbatch) each policy covers in `orders`."""
+    counts = {RECOMPUTE: 0, OFFLOAD: 0}
+    for ops in orders:
+        for op in ops:
+            if op.kind == "R":
+                counts[RECOMPUTE] += 1
+            elif op.kind == "O":
+                counts[OFFLOAD] += 1
+    return counts

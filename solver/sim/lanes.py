@@ -1,0 +1,350 @@
+"""Timing with copy lanes (DESIGN.md 6.3), for orders that hold R, O or L ops.
+
+`solver.simulator.simulate` hands an order with policy ops here. An order without R/O/L
+never comes here: today's figures are untouched.
+
+The rules, section 6.3 as written, plus one where it is silent:
+
+- each rank has a compute lane (F, B, W, BW, R) and copy lanes (``d2h`` for O and ``h2d``
+  for L, or one ``copy`` lane for both with ``copy_lanes: 1``); every lane runs its ops in
+  list order, one at a time; an op starts at the max of its lane's previous end and its
+  dependencies' ends (``t_comm`` only across ranks);
+- **issue rule** (not in 6.3): a copy op also starts no earlier than the start of the
+  compute op listed just before it on its rank. A runtime issues an asynchronous copy when
+  its program reaches it; without this rule an L would start as soon as its O ended and
+  the lane was free, so with two lanes an offloaded activation would come straight back
+  and offload could never lower a peak;
+- memory over time: an increase at an op's start, a decrease at its end, ends before
+  starts at one instant; host memory likewise (O adds at its start, L frees at its end);
+- ranks of a ``shared_host_link`` group share their copy lanes: their copies on a lane
+  run first come, first served (by ready time, ties to the lower rank), timed event by
+  event (`_time_shared_lanes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ppsched.solver.model.errors import Violation
+from ppsched.solver.model.ops import Op, lane_of, policy_of
+from ppsched.solver.model.policy_fields import policy_fields
+from ppsched.solver.model.profile import Problem
+from ppsched.solver.sim.lane_rules import lane_keys, timing_violations
+
+if TYPE_CHECKING:
+    from ppsched.solver.sim.simulator import Simulation
+
+POLICY_KINDS = ("R", "O", "L")
+_COPY = ("O", "L")
+_EPS = 1e-9
+
+
+def has_policy_ops(order: Sequence[Sequence[Op]]) -> bool:
+    # A set of each rank's kinds: a third of the time of a test per op (every
+    # simulation asks, issue 11).
+    return any(not {op[0] for op in ops}.isdisjoint(POLICY_KINDS) for ops in order)
+
+
+def check_policy_ops(problem: Problem, ranks: list[list[Op]]) -> list[Violation]:
+    """The rules an order with R/O/L can break besides timing and memory."""
+    fields = policy_fields(problem)
+    found: list[Violation] = []
+    seen: dict[Op, tuple[int, int]] = {}
+    S, m = problem.num_stages, problem.num_microbatches
+    for r, ops in enumerate(ranks):
+        for i, op in enumerate(ops):
+            kind, s, j = op
+            if kind not in ("F", "B", "W", "BW", *POLICY_KINDS) or not 0 <= s < S \
+                    or not 0 <= j < m:
+                found.append(Violation("unknown_op", f"{op} at rank {r} position {i} is not "
+                                       "an op of this profile", r, i))
+                continue
+            if problem.stage_to_rank[s] != r:
+                found.append(Violation("wrong_rank", f"{op} at rank {r} position {i}: stage "
+                                       f"{s} runs on rank {problem.stage_to_rank[s]}", r, i))
+            if op in seen:
+                found.append(Violation("duplicate", f"{op} appears twice", r, i))
+            seen[op] = (r, i)
+            if kind == "R" and not fields.can_recompute:
+                found.append(Violation("policy", f"{op}: the profile offers no recompute "
+                                       "(set t_r or m_ckpt)", r, i))
+            if kind in _COPY and not fields.can_offload:
+                found.append(Violation("policy", f"{op}: the profile offers no offload "
+                                       "(set t_offload)", r, i))
+    for s in range(S):
+        for j in range(m):
+            has = {k: Op(k, s, j) in seen for k in ("F", "B", "W", "BW", *POLICY_KINDS)}  # type: ignore[arg-type]
+            rank = problem.stage_to_rank[s]
+            if not has["F"] or not (has["BW"] or (has["B"] and has["W"])):
+                found.append(Violation("missing", f"stage {s} microbatch {j} lacks its F, "
+                                       "B and W (or BW)", rank))
+            if has["R"] and has["O"]:
+                found.append(Violation("policy", f"stage {s} microbatch {j} is both "
+                                       "recomputed and offloaded", rank))
+            if has["O"] != has["L"]:
+                found.append(Violation("policy", f"stage {s} microbatch {j} has an "
+                                       f"{'O without its L' if has['O'] else 'L without its O'}",
+                                       rank))
+    for r, ops in enumerate(ranks):
+        position = {op: i for i, op in enumerate(ops)}
+        for i, op in enumerate(ops):
+            if op.kind == "R" and position.get(Op("F", op.stage, op.microbatch), -1) > i:
+                found.append(Violation("order", f"{op} at rank {r} position {i} is listed "
+                                       "before its F", r, i))
+    return found
+
+
+def time_lanes(problem: Problem, ranks: list[list[Op]],
+               ) -> tuple[list[list[float | None]], list[list[float | None]]]:
+    """List scheduling per lane with the issue rule; None where an op was never timed
+    (a deadlock)."""
+    fields = policy_fields(problem)
+    last = problem.num_stages - 1
+    policy = policy_of(ranks)
+    present = {op for ops in ranks for op in ops}
+    durations = {"F": problem.t_f, "B": problem.t_b, "W": problem.t_w, "R": fields.t_r,
+                 "O": fields.t_offload, "L": fields.t_reload}
+
+    def duration(op: Op) -> float:
+        if op.kind == "BW":
+            return problem.t_b[op.stage] + problem.t_w[op.stage]
+        return durations[op.kind][op.stage]
+
+    def dependencies(op: Op) -> list[tuple[Op, float]]:
+        kind, s, j = op
+        if kind == "F":
+            return [(Op("F", s - 1, j), problem.comm(s - 1, s))] if s > 0 else []
+        if kind == "W":
+            return [(Op("B", s, j), 0.0)]
+        if kind in ("R", "O"):
+            return [(Op("F", s, j), 0.0)]
+        if kind == "L":
+            return [(Op("O", s, j), 0.0)]
+        if s == last:
+            deps = [(Op("F", s, j), 0.0)]
+        else:
+            down = Op("B", s + 1, j)
+            deps = [(down if down in present else Op("BW", s + 1, j), problem.comm(s, s + 1))]
+        if policy.get((s, j)) == "recompute":
+            deps.append((Op("R", s, j), 0.0))
+        elif policy.get((s, j)) == "offload":
+            deps.append((Op("L", s, j), 0.0))
+        return deps
+
+    start: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
+    end: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
+    end_of: dict[Op, float] = {}
+    lanes: list[dict[str, list[int]]] = []
+    trigger: list[list[int | None]] = []
+    for ops in ranks:
+        by_lane: dict[str, list[int]] = {}
+        previous: int | None = None
+        issued: list[int | None] = []
+        for i, op in enumerate(ops):
+            by_lane.setdefault(lane_of(op.kind, fields.copy_lanes), []).append(i)
+            issued.append(previous if op.kind in _COPY else None)
+            if op.kind not in _COPY:
+                previous = i
+        lanes.append(by_lane)
+        trigger.append(issued)
+    pointer = [dict.fromkeys(by_lane, 0) for by_lane in lanes]
+    if any(len(group) > 1 for group in fields.shared_host_link):
+        _time_shared_lanes(problem, ranks, lanes, trigger, pointer, start, end,
+                           dependencies, duration)
+        return start, end
+    free = [dict.fromkeys(by_lane, 0.0) for by_lane in lanes]
+    progress = True
+    while progress:  # each pass times every op whose inputs are timed; ends when stuck
+        progress = False
+        for r, by_lane in enumerate(lanes):
+            for lane, positions in by_lane.items():
+                while pointer[r][lane] < len(positions):
+                    i = positions[pointer[r][lane]]
+                    op = ranks[r][i]
+                    begin = free[r][lane]
+                    ready = True
+                    for dep, latency in dependencies(op):
+                        dep_end = end_of.get(dep)
+                        if dep_end is None:
+                            ready = False
+                            break
+                        begin = max(begin, dep_end + latency)
+                    issue = trigger[r][i]
+                    if ready and issue is not None:
+                        issued_at = start[r][issue]
+                        ready = issued_at is not None
+                        if issued_at is not None:
+                            begin = max(begin, issued_at)
+                    if not ready:
+                        break
+                    start[r][i], end[r][i] = begin, begin + duration(op)
+                    end_of[op] = begin + duration(op)
+                    free[r][lane] = begin + duration(op)
+                    pointer[r][lane] += 1
+                    progress = True
+    return start, end
+
+
+def _time_shared_lanes(problem: Problem, ranks: list[list[Op]],
+                       lanes: list[dict[str, list[int]]], trigger: list[list[int | None]],
+                       pointer: list[dict[str, int]], start: list[list[float | None]],
+                       end: list[list[float | None]],
+                       dependencies: Callable[[Op], list[tuple[Op, float]]],
+                       duration: Callable[[Op], float]) -> None:
+    """`time_lanes` when ranks share copy lanes (``shared_host_link``): event by event.
+
+    Copies of different ranks on a shared lane run first come, first served (by the time
+    each is ready, ties to the lower rank; DESIGN.md 6.3), so the next op to time is the
+    one that starts first over every lane's head. That is safe: an op whose inputs are
+    not timed yet starts no earlier than the earliest head that is ready, since its
+    inputs end after it. Each step scans the heads (ranks x lanes): slower than the
+    pass-based timing, so only shared links come here.
+    """
+    owner = lane_keys(problem)
+    free: dict[tuple[int, str], float] = {}
+    end_of: dict[Op, float] = {}
+    while True:
+        best: tuple[float, float, int, str, int] | None = None
+        for r, by_lane in enumerate(lanes):
+            for lane, positions in by_lane.items():
+                if pointer[r][lane] == len(positions):
+                    continue
+                i = positions[pointer[r][lane]]
+                ready = 0.0
+                for dep, latency in dependencies(ranks[r][i]):
+                    dep_end = end_of.get(dep)
+                    if dep_end is None:
+                        break
+                    ready = max(ready, dep_end + latency)
+                else:
+                    issue = trigger[r][i]
+                    issued_at = start[r][issue] if issue is not None else 0.0
+                    if issued_at is None:
+                        continue
+                    ready = max(ready, issued_at)
+                    key = (r if lane == "compute" else owner[r], lane)
+                    candidate = (max(free.get(key, 0.0), ready), ready, r, lane, i)
+                    if best is None or candidate[:3] < best[:3]:
+                        best = candidate
+        if best is None:
+            return  # every op timed, or the rest wait on each other (a deadlock)
+        begin, _, r, lane, i = best
+        op = ranks[r][i]
+        start[r][i], end[r][i] = begin, begin + duration(op)
+        end_of[op] = begin + duration(op)
+        free[(r if lane == "compute" else owner[r], lane)] = begin + duration(op)
+        pointer[r][lane] += 1
+
+
+def memory_changes(problem: Problem, op: Op, policy: dict[tuple[int, int], str],
+                   ) -> tuple[float, float, float, float]:
+    """(device increase at start, device decrease at end, host increase at start, host
+    decrease at end) of `op` (DESIGN.md 6.3)."""
+    fields = policy_fields(problem)
+    kind, s, j = op
+    m_b, m_w = problem.m_b[s], problem.m_w[s]
+    host_up = host_down = 0.0
+    if kind == "F":
+        delta = fields.m_ckpt[s] if policy.get((s, j)) == "recompute" else m_b
+    elif kind == "R":
+        delta = m_b - fields.m_ckpt[s]
+    elif kind == "O":
+        delta = -(m_b - fields.m_keep[s])
+        host_up = m_b - fields.m_keep[s]
+    elif kind == "L":
+        delta = m_b - fields.m_keep[s]
+        host_down = -(m_b - fields.m_keep[s])
+    elif kind == "B":
+        delta = m_w - m_b
+    elif kind == "W":
+        delta = -m_w
+    else:  # BW
+        delta = -m_b
+    return max(delta, 0.0), min(delta, 0.0), host_up, host_down
+
+
+def peaks_over_time(problem: Problem, ranks: list[list[Op]], start: list[list[float | None]],
+                    end: list[list[float | None]]) -> tuple[list[float], list[float]]:
+    """Each rank's device and host peak, memory taken over time."""
+    policy = policy_of(ranks)
+    device_peaks: list[float] = []
+    host_peaks: list[float] = []
+    for r, ops in enumerate(ranks):
+        device: list[tuple[float, int, float]] = []
+        host: list[tuple[float, int, float]] = []
+        for i, op in enumerate(ops):
+            begin, finish = start[r][i], end[r][i]
+            if begin is None or finish is None:
+                continue
+            up, down, host_up, host_down = memory_changes(problem, op, policy)
+            device += [(begin, 1, up), (finish, 0, down)]
+            host += [(begin, 1, host_up), (finish, 0, host_down)]
+        for events, peaks in ((device, device_peaks), (host, host_peaks)):
+            events.sort()
+            held = peak = 0.0
+            for _, _, change in events:
+                held += change
+                peak = max(peak, held)
+            peaks.append(peak)
+    return device_peaks, host_peaks
+
+
+def simulate_with_lanes(problem: Problem, ranks: list[list[Op]]) -> Simulation:
+    """`ppsched.solver.sim.simulator.simulate` for an order with R, O or L ops (see the module)."""
+    from ppsched.solver.sim.simulator import (  # the simulator imports this module
+        Metrics,
+        Simulation,
+    )
+
+    violations = check_policy_ops(problem, ranks)
+    start, end = time_lanes(problem, ranks)
+    # List scheduling keeps 6.3's timing rules by construction; checked all the same, so
+    # that a timing bug can never emit a schedule that breaks them.
+    violations += timing_violations(problem, ranks, start, end)
+    stuck = [r for r, row in enumerate(start) if any(t is None for t in row)]
+    for r in stuck:
+        i = next(i for i, t in enumerate(start[r]) if t is None)
+        violations.append(Violation("deadlock", f"{ranks[r][i]} (rank {r} position {i}) "
+                                    "never starts: it waits for an op queued behind it", r, i))
+    device, host = peaks_over_time(problem, ranks, start, end)
+    fields = policy_fields(problem)
+    for r in range(problem.num_ranks):
+        if device[r] > problem.memory_limit[r] + _EPS:
+            violations.append(Violation("memory", f"rank {r} holds {device[r]:g} > "
+                                        f"memory_limit {problem.memory_limit[r]:g} (taken "
+                                        "over time)", r))
+        if host[r] > fields.host_memory_limit[r] + _EPS:
+            violations.append(Violation("host_memory", f"rank {r} holds {host[r]:g} on the "
+                                        "host > host_memory_limit "
+                                        f"{fields.host_memory_limit[r]:g}", r))
+    sim = Simulation(ranks, start, end, tuple(device), violations)
+    if stuck or any(v.kind not in ("memory", "host_memory") for v in violations):
+        return sim
+    spans, busy = [], []
+    for r, ops in enumerate(ranks):
+        compute = [i for i, op in enumerate(ops) if op.kind not in _COPY]
+        if not compute:
+            spans.append(0.0)
+            busy.append(0.0)
+            continue
+        first, final = start[r][compute[0]], end[r][compute[-1]]
+        assert first is not None and final is not None
+        spans.append(final - first)
+        busy.append(sum((end[r][i] or 0.0) - (start[r][i] or 0.0) for i in compute))
+    compute_times = [t for r, ops in enumerate(ranks) for i, op in enumerate(ops)
+                     if op.kind not in _COPY for t in (start[r][i], end[r][i])
+                     if t is not None]
+    cost = max(spans)
+    from ppsched.solver.model.bounds import lower_bound
+
+    bound = lower_bound(problem)
+    if cost < bound <= cost * (1 + 1e-12):
+        bound = cost
+    sim.metrics = Metrics(
+        cost, max(compute_times) - min(compute_times),
+        max(0.0, (cost - max(busy)) / cost) if cost > 0 else 0.0, tuple(device), bound,
+        tuple(spans), tuple(busy),
+        tuple(max(0.0, (sp - b) / sp) if sp > 0 else 0.0
+              for sp, b in zip(spans, busy, strict=True)))
+    return sim
