@@ -34,18 +34,8 @@ from ppsched.solver.model.profile import Profile, load_profile, parse_profile, r
 from ppsched.solver.model.schedule import Schedule, parse_schedule
 from ppsched.solver.sim.emit import schedule_from_simulation
 from ppsched.solver.sim.simulator import simulate
-from ppsched.solver.solving.entry import (
-    BACKENDS,
-    HEURISTIC,
-    ILP,
-    OBJECTIVES,
-    ExactOptions,
-    Layout,
-    methods,
-    parse_layouts,
-    solve,
-)
-from ppsched.solver.solving.methods import aliases
+from ppsched.solver.solving.entry import BACKENDS, ExactOptions, Layout, parse_layouts, solve
+from ppsched.solver.solving.methods import HEURISTIC, ILP, OBJECTIVES, aliases, methods
 
 log = logging.getLogger("ppsched")
 

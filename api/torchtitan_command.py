@@ -16,7 +16,8 @@ from ppsched.solver.integrations.torchtitan_recipe import (
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.profile import load_profile
 from ppsched.solver.render.torch_csv import dropped_note, render_torch_csv
-from ppsched.solver.solving.entry import HEURISTIC, solve
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.methods import HEURISTIC
 
 CSV_NAME = "schedule.csv"
 TOML_NAME = "torchtitan.toml"

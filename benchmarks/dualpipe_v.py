@@ -25,7 +25,8 @@ from typing import Any
 
 from ppsched.solver.generators import get_generator
 from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.sim.simulator import Metrics, validate
+from ppsched.solver.sim.result import Metrics
+from ppsched.solver.sim.simulator import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID_TIMES = [(1.0, 1.0, 0.5), (1.0, 1.0, 1.0), (2.0, 1.0, 1.0), (18.5, 18.1, 9.3)]

@@ -25,7 +25,8 @@ from ppsched.solver.exact.v_relaxation import memory_binds, v_rank_relaxation_bo
 from ppsched.solver.generators import REGISTRY
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.entry import heuristic_orders
 

@@ -35,7 +35,8 @@ from ppsched.solver.heuristic.chunked_timing import time_chunked_order
 from ppsched.solver.heuristic.greedy import FILL_CHOICES, MEMORY_CAPS, GreedyKnobs, greedy_timed
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.ops import Orders
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.solving.entry import heuristic_orders
 
 from benchmarks.markdown_table import markdown_table

@@ -18,7 +18,8 @@ from typing import Any
 
 from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
 from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.solving.entry import ILP, ExactOptions, Layout, parse_layouts, solve
+from ppsched.solver.solving.entry import ExactOptions, Layout, parse_layouts, solve
+from ppsched.solver.solving.methods import ILP
 
 log = logging.getLogger(__name__)
 

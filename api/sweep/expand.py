@@ -48,7 +48,7 @@ from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.offload_sizing import with_offload
 from ppsched.solver.model.profile import Profile, parse_profile
-from ppsched.solver.solving.entry import HEURISTIC, ILP
+from ppsched.solver.solving.methods import HEURISTIC, ILP
 
 MAX_ROWS = 200_000
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")

@@ -18,8 +18,7 @@ import yaml
 from ppsched.api.sweep.filters import Filter, compile_filter
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.profile import Profile, load_profile
-from ppsched.solver.solving.entry import OBJECTIVES, methods
-from ppsched.solver.solving.methods import resolve_method
+from ppsched.solver.solving.methods import OBJECTIVES, methods, resolve_method
 
 TOP_LEVEL = ("profiles", "methods", "axes", "filters", "objective", "time_limit_s")
 FIELD_AXES = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")

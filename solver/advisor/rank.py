@@ -36,7 +36,8 @@ from ppsched.solver.advisor.costs import (
 from ppsched.solver.generators import REGISTRY
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.profile import Profile
-from ppsched.solver.solving.entry import HEURISTIC, solve
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.methods import HEURISTIC
 from ppsched.solver.weipipe import parse_weipipe_profile, simulate_weipipe
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 

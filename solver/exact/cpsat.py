@@ -33,7 +33,7 @@ from ppsched.solver.exact.frame import (
 from ppsched.solver.exact.frame import seed as seed_model
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.simulator import simulate
 
 log = logging.getLogger(__name__)

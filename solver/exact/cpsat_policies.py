@@ -41,7 +41,7 @@ from ppsched.solver.exact.frame import (
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.ops import Op, lane_of
 from ppsched.solver.model.policy_fields import policy_fields
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.simulator import simulate
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 from ppsched.solver.exact.frame import Scaled
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 # Literals per rank are about m^2 (x and y for i < j): beyond this many in all, the model
 # grows too large to help within seconds (the LNS handles large instances instead).

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import SolverError
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.schedule import Status
 from ppsched.solver.sim.simulator import simulate
 

@@ -19,7 +19,7 @@ from typing import Any
 from ppsched.solver.exact.frame import decimal_scale
 from ppsched.solver.model.bounds import memory_chain_bound, rank_span_bound, round_trip
 from ppsched.solver.model.policy_fields import policy_fields
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 # Relative slack of the safe rounding: a float product may land a hair above the true
 # one, so durations and memory are scaled by (1 + _FUZZ) before rounding down and the

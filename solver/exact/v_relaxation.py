@@ -27,7 +27,7 @@ from ppsched.solver.exact.memory_relaxation import (
 )
 from ppsched.solver.model.bounds import round_trip
 from ppsched.solver.model.policy_fields import policy_fields
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 
 def applies(problem: Problem) -> bool:

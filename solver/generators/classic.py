@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ppsched.solver.generators.registry import register
 from ppsched.solver.model.ops import Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 
 @register("gpipe", "GPipe: all forwards, then all backwards (fused BW); holds m activations")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from ppsched.solver.generators.registry import register_rows
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import FBOp, Op
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 
 @register_rows("dualpipe-v", "DualPipe-V: V placement, forward of one chunk overlapped with "

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ppsched.solver.generators.registry import register
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 
 @register("1f1b-interleaved", "Interleaved 1F1B (Megatron's virtual pipeline, loop "

@@ -17,7 +17,7 @@ from ppsched.solver.generators.registry import Generator
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import Op, Orders, parts
 from ppsched.solver.model.policy_fields import policy_fields
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 SUFFIX = "+recompute"
 _NAME = re.compile(r"^(?P<base>.+)\+recompute(?::(?P<stages>\d+))?$")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.lazy_orders import LazyOrders
 from ppsched.solver.model.ops import Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 GeneratorFn = Callable[[Problem], Orders]
 RowsFn = Callable[[Problem], list[Iterator[Op]]]

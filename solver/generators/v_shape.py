@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from ppsched.solver.generators.registry import register_rows
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 # Ops are built with tuple.__new__: half the time of the named tuple's own constructor,
 # which shows at 49k ops a schedule (issue 11).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ppsched.solver.generators.registry import register
 from ppsched.solver.model.ops import Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 
 @register("zb-h1", "ZB-H1: 1F1B with split backward; rank r defers r Ws; 1F1B's memory")

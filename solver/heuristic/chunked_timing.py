@@ -17,7 +17,7 @@ import math
 from ppsched.solver.heuristic.early_stop import MARGIN
 from ppsched.solver.model.lazy_orders import LazyOrders
 from ppsched.solver.model.ops import FBOp, Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 _EPS = 1e-9
 _KIND = {"F": 0, "B": 1, "W": 2, "BW": 3}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 # Quantiles of each stage's per-microbatch memory to decide with, besides the largest
 # (1.0, always valid). On p = 8, m = 16 lognormal cases (sigma 0.5) at 1F1B's memory,

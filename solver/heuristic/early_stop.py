@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ppsched.solver.model.bounds import round_trip
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 MARGIN = 1e-9
 """How much better than the incumbent a build must be to replace it."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ppsched.solver.model.profile import Problem, Profile, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import Profile, parse_profile
 
 # The fields that may hold a [stage][microbatch] matrix (DESIGN.md 6.2).
 _MATRIX_FIELDS = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 
 from ppsched.solver.model.ops import FBOp, Op
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.simulator import simulate
 
 logger = logging.getLogger(__name__)

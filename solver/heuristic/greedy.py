@@ -40,7 +40,7 @@ from ppsched.solver.heuristic.lookahead import CANDIDATES as LOOKAHEADS
 from ppsched.solver.heuristic.lookahead import Lookahead, later_stages_room, lookahead_timed
 from ppsched.solver.model.lazy_orders import LazyOrders
 from ppsched.solver.model.ops import Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.simulator import peak_memory, simulate
 
 _EPS = 1e-9

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ppsched.solver.model.ops import Orders
-from ppsched.solver.model.profile import Problem
-from ppsched.solver.sim.simulator import Simulation, simulate
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.sim.result import Simulation
+from ppsched.solver.sim.simulator import simulate
 
 _EPS = 1e-9
 WINDOW = 3

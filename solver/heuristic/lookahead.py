@@ -26,7 +26,7 @@ from ppsched.solver.heuristic.chunked_timing import (
     RunningTiming,
 )
 from ppsched.solver.model.ops import Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 _EPS = 1e-9
 _new = tuple.__new__

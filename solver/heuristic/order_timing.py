@@ -14,7 +14,7 @@ import math
 
 from ppsched.solver.heuristic.early_stop import cannot_win, idle_cap, stage_floors
 from ppsched.solver.model.ops import Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 _EPS = 1e-9
 _KIND = {"F": 0, "B": 1, "W": 2, "BW": 3}

@@ -31,7 +31,7 @@ from functools import cached_property
 
 from ppsched.solver.heuristic.early_stop import cannot_win, idle_cap, is_checkpoint, stage_floors
 from ppsched.solver.model.ops import Kind, Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 _EPS = 1e-9
 _KINDS: tuple[Kind, ...] = ("F", "B", "W")

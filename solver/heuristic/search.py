@@ -45,7 +45,7 @@ from ppsched.solver.heuristic.warm_up import Forwards, forwards_only
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import Kind, Op, Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 log = logging.getLogger(__name__)
 _new_tuple = tuple.__new__

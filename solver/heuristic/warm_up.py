@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ppsched.solver.heuristic import early_stop
 from ppsched.solver.heuristic.early_stop import stage_floors
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 _EPS = 1e-9
 

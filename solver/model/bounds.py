@@ -14,7 +14,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from ppsched.solver.model.policy_fields import policy_fields
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 _EPS = 1e-9
 

@@ -9,6 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+# The grid is drawn only when it is read (`ScheduleInvalid.grid`), by the service and the CLI.
+from ppsched.solver.model.grid import order_grid
+
 if TYPE_CHECKING:
     from ppsched.solver.model.ops import Op
 
@@ -72,8 +75,6 @@ class ScheduleInvalid(ValueError):
     def grid(self) -> str:
         """The order as a text grid with the violations marked ('' if it has no order)."""
         if not self._grid and self.order is not None:
-            from ppsched.solver.model.grid import order_grid  # drawing only when it is shown
-
             self._grid = order_grid(self.order, self.violations)
         return self._grid
 

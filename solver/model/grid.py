@@ -7,9 +7,12 @@ column per step, and every violation marked where it happens (``<-- ERROR HERE``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ppsched.solver.model.errors import Violation
 from ppsched.solver.model.ops import Op, lane_of
+
+if TYPE_CHECKING:  # errors.py draws its grid with this module
+    from ppsched.solver.model.errors import Violation
 
 _MAX_STEPS = 48  # columns of the order grid; wider schedules show a window around errors
 

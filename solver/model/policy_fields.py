@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from typing import Any, Literal, Protocol
 
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import FBOp, Kind, Op, lane_of, policy_of
-from ppsched.solver.model.profile import ACCEPTED, Problem, Profile, profile_error_from
+from ppsched.solver.model.problem import ACCEPTED, Problem
+from ppsched.solver.model.profile import Profile, profile_error_from
 from pydantic import (
     BaseModel,
     ConfigDict,

@@ -34,8 +34,9 @@ from typing import Any
 from ppsched.solver.model.bounds import round_trip
 from ppsched.solver.model.ops import Op, Orders, parts
 from ppsched.solver.model.policy_fields import PolicyFields, policy_fields
-from ppsched.solver.model.profile import Problem
-from ppsched.solver.sim.simulator import Simulation, simulate
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.sim.result import Simulation
+from ppsched.solver.sim.simulator import simulate
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from ppsched.solver.generators.registry import register
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import Orders
 from ppsched.solver.model.policy_fields import policy_fields
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 
 _EPS = 1e-9
 

@@ -22,7 +22,8 @@ from ppsched.solver.model.schedule import (
     Status,
 )
 from ppsched.solver.sim.lanes import has_policy_ops
-from ppsched.solver.sim.simulator import Simulation, validate
+from ppsched.solver.sim.result import Simulation
+from ppsched.solver.sim.simulator import validate
 from pydantic import BaseModel
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ppsched.solver.model.errors import Violation
-from ppsched.solver.model.ops import Op, lane_of
+from ppsched.solver.model.ops import Op, lane_of, policy_of
 from ppsched.solver.model.policy_fields import policy_fields
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.schedule import Schedule
 
 _EPS = 1e-9
@@ -88,7 +88,6 @@ def stated_time_violations(schedule: Schedule) -> list[Violation]:
     """`timing_violations` on the times a schedule file states (its ops' ``start`` and
     ``end``), e.g. a measured trace written as a schedule, and host memory over its limit
     taken over those times; ops without times are skipped."""
-    from ppsched.solver.sim.lanes import peaks_over_time  # lanes imports this module
 
     problem = schedule.problem()
     ranks = schedule.orders()
@@ -101,3 +100,56 @@ def stated_time_violations(schedule: Schedule) -> list[Violation]:
                         f"host_memory_limit {limit[r]:g}", r)
               for r, held in enumerate(host) if held > limit[r] + _EPS]
     return found
+
+
+def memory_changes(problem: Problem, op: Op, policy: dict[tuple[int, int], str],
+                   ) -> tuple[float, float, float, float]:
+    """(device increase at start, device decrease at end, host increase at start, host
+    decrease at end) of `op` (DESIGN.md 6.3)."""
+    fields = policy_fields(problem)
+    kind, s, j = op
+    m_b, m_w = problem.m_b[s], problem.m_w[s]
+    host_up = host_down = 0.0
+    if kind == "F":
+        delta = fields.m_ckpt[s] if policy.get((s, j)) == "recompute" else m_b
+    elif kind == "R":
+        delta = m_b - fields.m_ckpt[s]
+    elif kind == "O":
+        delta = -(m_b - fields.m_keep[s])
+        host_up = m_b - fields.m_keep[s]
+    elif kind == "L":
+        delta = m_b - fields.m_keep[s]
+        host_down = -(m_b - fields.m_keep[s])
+    elif kind == "B":
+        delta = m_w - m_b
+    elif kind == "W":
+        delta = -m_w
+    else:  # BW
+        delta = -m_b
+    return max(delta, 0.0), min(delta, 0.0), host_up, host_down
+
+
+def peaks_over_time(problem: Problem, ranks: list[list[Op]], start: list[list[float | None]],
+                    end: list[list[float | None]]) -> tuple[list[float], list[float]]:
+    """Each rank's device and host peak, memory taken over time."""
+    policy = policy_of(ranks)
+    device_peaks: list[float] = []
+    host_peaks: list[float] = []
+    for r, ops in enumerate(ranks):
+        device: list[tuple[float, int, float]] = []
+        host: list[tuple[float, int, float]] = []
+        for i, op in enumerate(ops):
+            begin, finish = start[r][i], end[r][i]
+            if begin is None or finish is None:
+                continue
+            up, down, host_up, host_down = memory_changes(problem, op, policy)
+            device += [(begin, 1, up), (finish, 0, down)]
+            host += [(begin, 1, host_up), (finish, 0, host_down)]
+        for events, peaks in ((device, device_peaks), (host, host_peaks)):
+            events.sort()
+            held = peak = 0.0
+            for _, _, change in events:
+                held += change
+                peak = max(peak, held)
+            peaks.append(peak)
+    return device_peaks, host_peaks

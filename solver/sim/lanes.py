@@ -24,16 +24,18 @@ The rules, section 6.3 as written, plus one where it is silent:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import Violation
 from ppsched.solver.model.ops import Op, lane_of, policy_of
 from ppsched.solver.model.policy_fields import policy_fields
-from ppsched.solver.model.profile import Problem
-from ppsched.solver.sim.lane_rules import lane_keys, timing_violations
-
-if TYPE_CHECKING:
-    from ppsched.solver.sim.simulator import Simulation
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.sim.lane_rules import (
+    lane_keys,
+    peaks_over_time,
+    timing_violations,
+)
+from ppsched.solver.sim.result import Metrics, Simulation
 
 POLICY_KINDS = ("R", "O", "L")
 _COPY = ("O", "L")
@@ -237,66 +239,8 @@ def _time_shared_lanes(problem: Problem, ranks: list[list[Op]],
         pointer[r][lane] += 1
 
 
-def memory_changes(problem: Problem, op: Op, policy: dict[tuple[int, int], str],
-                   ) -> tuple[float, float, float, float]:
-    """(device increase at start, device decrease at end, host increase at start, host
-    decrease at end) of `op` (DESIGN.md 6.3)."""
-    fields = policy_fields(problem)
-    kind, s, j = op
-    m_b, m_w = problem.m_b[s], problem.m_w[s]
-    host_up = host_down = 0.0
-    if kind == "F":
-        delta = fields.m_ckpt[s] if policy.get((s, j)) == "recompute" else m_b
-    elif kind == "R":
-        delta = m_b - fields.m_ckpt[s]
-    elif kind == "O":
-        delta = -(m_b - fields.m_keep[s])
-        host_up = m_b - fields.m_keep[s]
-    elif kind == "L":
-        delta = m_b - fields.m_keep[s]
-        host_down = -(m_b - fields.m_keep[s])
-    elif kind == "B":
-        delta = m_w - m_b
-    elif kind == "W":
-        delta = -m_w
-    else:  # BW
-        delta = -m_b
-    return max(delta, 0.0), min(delta, 0.0), host_up, host_down
-
-
-def peaks_over_time(problem: Problem, ranks: list[list[Op]], start: list[list[float | None]],
-                    end: list[list[float | None]]) -> tuple[list[float], list[float]]:
-    """Each rank's device and host peak, memory taken over time."""
-    policy = policy_of(ranks)
-    device_peaks: list[float] = []
-    host_peaks: list[float] = []
-    for r, ops in enumerate(ranks):
-        device: list[tuple[float, int, float]] = []
-        host: list[tuple[float, int, float]] = []
-        for i, op in enumerate(ops):
-            begin, finish = start[r][i], end[r][i]
-            if begin is None or finish is None:
-                continue
-            up, down, host_up, host_down = memory_changes(problem, op, policy)
-            device += [(begin, 1, up), (finish, 0, down)]
-            host += [(begin, 1, host_up), (finish, 0, host_down)]
-        for events, peaks in ((device, device_peaks), (host, host_peaks)):
-            events.sort()
-            held = peak = 0.0
-            for _, _, change in events:
-                held += change
-                peak = max(peak, held)
-            peaks.append(peak)
-    return device_peaks, host_peaks
-
-
 def simulate_with_lanes(problem: Problem, ranks: list[list[Op]]) -> Simulation:
     """`ppsched.solver.sim.simulator.simulate` for an order with R, O or L ops (see the module)."""
-    from ppsched.solver.sim.simulator import (  # the simulator imports this module
-        Metrics,
-        Simulation,
-    )
-
     violations = check_policy_ops(problem, ranks)
     start, end = time_lanes(problem, ranks)
     # List scheduling keeps 6.3's timing rules by construction; checked all the same, so
@@ -336,8 +280,6 @@ def simulate_with_lanes(problem: Problem, ranks: list[list[Op]]) -> Simulation:
                      if op.kind not in _COPY for t in (start[r][i], end[r][i])
                      if t is not None]
     cost = max(spans)
-    from ppsched.solver.model.bounds import lower_bound
-
     bound = lower_bound(problem)
     if cost < bound <= cost * (1 + 1e-12):
         bound = cost

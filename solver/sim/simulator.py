@@ -12,52 +12,18 @@ among all the schedule's ops.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import ScheduleInvalid, Violation
 from ppsched.solver.model.ops import KINDS, FBOp, Op
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.lanes import has_policy_ops, simulate_with_lanes
+from ppsched.solver.sim.result import Metrics, Simulation
 
 Order = Sequence[Sequence[Op]]
 
 # Memory tolerance: limits and m_b are floats; sums of them drift in the last bits.
 _MEMORY_EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """The figures of a timed schedule (DESIGN.md section 3)."""
-
-    cost: float
-    makespan: float
-    bubble_rate: float
-    peak_memory: tuple[float, ...]
-    lower_bound: float
-    span: tuple[float, ...]
-    busy: tuple[float, ...]
-    idle_fraction: tuple[float, ...]  # per rank: idle share of its own span
-
-    def objective(self, name: str) -> float:
-        """The value of objective ``cost`` (largest span) or ``makespan``."""
-        return self.makespan if name == "makespan" else self.cost
-
-
-@dataclass
-class Simulation:
-    """What the simulator found: times (where an op could be timed), memory, violations."""
-
-    order: list[list[Op]]
-    start: list[list[float | None]]
-    end: list[list[float | None]]
-    memory_peak: tuple[float, ...]
-    violations: list[Violation] = field(default_factory=list)
-    metrics: Metrics | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
 
 
 def duration(problem: Problem, op: Op) -> float:

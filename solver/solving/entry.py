@@ -22,7 +22,7 @@ from ppsched.solver.exact.frame import (
 from ppsched.solver.exact.memory_relaxation import memory_relaxation_bound
 from ppsched.solver.exact.v_relaxation import applies as applies_to_v
 from ppsched.solver.exact.v_relaxation import v_memory_relaxation_bound
-from ppsched.solver.generators import REGISTRY, get_generator
+from ppsched.solver.generators import get_generator
 from ppsched.solver.heuristic.decisions import decision_problems
 from ppsched.solver.heuristic.entry_order import entry_orders, inverse, permuted
 from ppsched.solver.heuristic.fb_fusion import fuse_fb
@@ -34,22 +34,17 @@ from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
 from ppsched.solver.model.ops import Orders, parts
-from ppsched.solver.model.profile import Problem, Profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import Profile
 from ppsched.solver.model.schedule import Schedule
 from ppsched.solver.policies.fit import offers_policies, policy_orders
 from ppsched.solver.sim.emit import schedule_from_simulation
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.gc_pause import collector_paused
-from ppsched.solver.solving.methods import resolve_method
+from ppsched.solver.solving.methods import HEURISTIC, ILP, OBJECTIVES, ZB_LOOP, resolve_method
 
 logger = logging.getLogger(__name__)
 
-HEURISTIC = "heuristic"
-ILP = "ilp"
-# The heuristic on the loop placement: torch's InterleavedZeroBubble's stage layout and op
-# set (F, B and W per chunk), with the heuristic's order rather than torch's own.
-ZB_LOOP = "zb-loop"
-OBJECTIVES = ("cost", "makespan")
 BACKENDS = ("cpsat", "milp")
 # Above this many ops the whole CP-SAT model gains nothing in a minute (issue 11: p=32,
 # m=256 at 0.75p), so `ilp` runs the window search of `solver.lns` instead.
@@ -131,20 +126,6 @@ def chooses_entry_order(method: str) -> bool:
     """Whether `solve` chooses the order of entry of unequal microbatches for `method`
     (the heuristic and ``ilp`` do; a named schedule keeps the input order)."""
     return resolve_method(method) in (HEURISTIC, ILP)
-
-
-def methods() -> dict[str, str]:
-    """Method name -> one-line description, for listings and error messages."""
-    listing = {
-        HEURISTIC: "Zero Bubble heuristic (paper section 3.1) with a search over its "
-        "warm-up and W-fill knobs; honours per-stage times, t_comm and memory_limit",
-        ILP: "the heuristic refined by an exact model (CP-SAT, or the paper's MILP via "
-        "PuLP), with a proven bound and gap; anytime within --time-limit",
-        ZB_LOOP: "the heuristic on the loop placement (2 chunks per rank for a one-chunk "
-        "profile): torch's InterleavedZeroBubble's layout and op set, the heuristic's order",
-    }
-    listing.update({name: gen.summary for name, gen in sorted(REGISTRY.items())})
-    return listing
 
 
 def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,

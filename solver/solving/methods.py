@@ -7,7 +7,16 @@ to case, as torch's own ``get_schedule_class`` matches them.
 
 from __future__ import annotations
 
+from ppsched.solver.generators import REGISTRY
+from ppsched.solver.generators.recompute import recompute_name, split_recompute
 from ppsched.solver.model.errors import ProfileError
+
+HEURISTIC = "heuristic"
+ILP = "ilp"
+# The heuristic on the loop placement: torch's InterleavedZeroBubble's stage layout and op
+# set (F, B and W per chunk), with the heuristic's order rather than torch's own.
+ZB_LOOP = "zb-loop"
+OBJECTIVES = ("cost", "makespan")
 
 # torch's schedule class names (``get_schedule_class``) -> the ppsched method that builds
 # the same per-rank order of the same ops (InterleavedZeroBubble: the same ops only).
@@ -40,20 +49,16 @@ def resolve_method(name: str, known: dict[str, str] | None = None) -> str:
         name: a ppsched method (``heuristic``, ``ilp``, ``zb-v``, ...) or one of torch's
             schedule names (``GPipe``, ``1F1B``, ``Interleaved1F1B``, ``ZBVZeroBubble``,
             ``InterleavedZeroBubble``).
-        known: the methods available (default: `solver.solve.methods()`).
+        known: the methods available (default: `methods()`).
 
     Raises:
         ProfileError: field ``method``, naming the accepted names; for a torch schedule
             with no ppsched equivalent, how to time torch's own order instead.
     """
     if known is None:
-        from ppsched.solver.solving.entry import methods  # solve imports this module
-
         known = methods()
     if name in known:
         return name
-    from ppsched.solver.generators.recompute import recompute_name, split_recompute
-
     recomputed = split_recompute(name)
     if recomputed is not None:  # NAME+recompute[:K] (DESIGN.md 6.3): NAME resolved
         base, stages = recomputed
@@ -83,7 +88,19 @@ def resolve_method(name: str, known: dict[str, str] | None = None) -> str:
 def aliases(known: dict[str, str] | None = None) -> dict[str, str]:
     """torch's names that resolve here, each with the ppsched method it stands for."""
     if known is None:
-        from ppsched.solver.solving.entry import methods
-
         known = methods()
     return {alias: target for alias, target in TORCH_ALIASES.items() if target in known}
+
+
+def methods() -> dict[str, str]:
+    """Method name -> one-line description, for listings and error messages."""
+    listing = {
+        HEURISTIC: "Zero Bubble heuristic (paper section 3.1) with a search over its "
+        "warm-up and W-fill knobs; honours per-stage times, t_comm and memory_limit",
+        ILP: "the heuristic refined by an exact model (CP-SAT, or the paper's MILP via "
+        "PuLP), with a proven bound and gap; anytime within --time-limit",
+        ZB_LOOP: "the heuristic on the loop placement (2 chunks per rank for a one-chunk "
+        "profile): torch's InterleavedZeroBubble's layout and op set, the heuristic's order",
+    }
+    listing.update({name: gen.summary for name, gen in sorted(REGISTRY.items())})
+    return listing

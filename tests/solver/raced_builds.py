@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ppsched.solver.heuristic.chunked_timing import CANNOT_WIN, DEADLOCK, OVER_THE_LIMIT
 from ppsched.solver.model.ops import Orders
-from ppsched.solver.model.profile import Problem
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.simulator import validate
 
 Build = Callable[[float], tuple[Orders, float] | str]

@@ -25,7 +25,8 @@ from ppsched.solver.model.bounds import (
 )
 from ppsched.solver.model.errors import SolverError
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.solving.entry import ExactOptions, solve
 
 from tests.solver.test_brute_force import _brute_force

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from ppsched.solver.heuristic.search import zb_heuristic
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import memory_delta, simulate
 
 

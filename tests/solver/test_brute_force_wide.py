@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from ppsched.solver.heuristic.paper import paper_zb
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import memory_delta, simulate
 from ppsched.solver.solving.entry import heuristic_orders
 

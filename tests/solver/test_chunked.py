@@ -20,7 +20,8 @@ from ppsched.solver.heuristic.greedy import (
 )
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import Problem, load_profile, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import load_profile, parse_profile
 from ppsched.solver.sim.simulator import simulate, validate
 from ppsched.solver.solving.entry import parse_layouts, solve
 

@@ -15,8 +15,10 @@ import pytest
 from ppsched.solver.generators import REGISTRY
 from ppsched.solver.generators.classic import one_f_one_b_capped
 from ppsched.solver.heuristic.search import zb_heuristic
-from ppsched.solver.model.profile import Problem, parse_profile
-from ppsched.solver.sim.simulator import Metrics, simulate, validate
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.result import Metrics
+from ppsched.solver.sim.simulator import simulate, validate
 
 RANKS = range(1, 9)
 # (T_F, T_B, T_W) with T_W <= T_F: the closed forms' domain.

@@ -24,7 +24,8 @@ import pytest
 from ppsched.solver.generators import get_generator
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import FBOp, Op, parts
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import validate
 
 RANKS = (1, 2, 3, 4, 6)

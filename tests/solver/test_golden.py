@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from ppsched.solver.generators import get_generator
 from ppsched.solver.model.chunking import with_chunks
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.render.torch_csv import parse_torch_csv, render_torch_csv
 from ppsched.solver.sim.simulator import validate
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 from ppsched.solver.model.ops import Op, lane_of, policy_of
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
 
 

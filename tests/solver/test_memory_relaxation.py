@@ -21,7 +21,8 @@ from ppsched.solver.exact.memory_relaxation import (
     safe_scale,
 )
 from ppsched.solver.model.bounds import lower_bound, round_trip
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 
 from tests.solver.test_brute_force_wide import _optimum, wide_case
 

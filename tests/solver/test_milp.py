@@ -17,7 +17,8 @@ from ppsched.solver.exact.milp import MAX_OPS, build_milp, solve_milp
 from ppsched.solver.heuristic.search import zb_heuristic
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
 
 from tests.solver.test_brute_force import Optimum, _brute_force, _case

@@ -13,7 +13,8 @@ import pytest
 from ppsched.solver.exact.cpsat_policies import solve_cpsat_policies
 from ppsched.solver.model.bounds import lower_bound, memory_chain_bound, policy_lower_bound
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, Profile, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.sim.simulator import simulate, validate
 from ppsched.solver.solving.entry import ExactOptions, heuristic_orders, solve
 

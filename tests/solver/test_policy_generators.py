@@ -13,7 +13,8 @@ from ppsched.solver.generators import get_generator
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import policy_of
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.policies.pipeoffload import group_size, grouped_interleaved
 from ppsched.solver.sim.simulator import validate
 from ppsched.solver.solving.entry import solve

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import Problem, Profile, load_profile, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import Profile, load_profile, parse_profile
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 SHARED_PROFILES = Path("/work/shared/profiles")

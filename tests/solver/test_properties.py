@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from ppsched.solver.generators import REGISTRY
 from ppsched.solver.heuristic.search import zb_heuristic
 from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import Problem, parse_profile
-from ppsched.solver.sim.simulator import Metrics, Simulation, simulate, validate
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.result import Metrics, Simulation
+from ppsched.solver.sim.simulator import simulate, validate
 
 GENERATORS = ("gpipe", "1f1b", "zb-h1", "zb-h2")
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)

@@ -34,7 +34,8 @@ from ppsched.solver.heuristic.search import (
 )
 from ppsched.solver.heuristic.warm_up import forwards_only
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
 
 from tests.solver.test_heuristic_robust import random_profile

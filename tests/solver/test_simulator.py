@@ -12,8 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ppsched.solver.model.errors import ScheduleInvalid
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, parse_profile
-from ppsched.solver.sim.simulator import Simulation, simulate, validate
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.sim.result import Simulation
+from ppsched.solver.sim.simulator import simulate, validate
 
 
 def _problem(**fields: Any) -> Problem:

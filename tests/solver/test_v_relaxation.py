@@ -19,7 +19,8 @@ from ppsched.solver.exact.v_relaxation import (
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import memory_delta, simulate
 from ppsched.solver.solving.entry import ExactOptions, heuristic_orders, solve
 

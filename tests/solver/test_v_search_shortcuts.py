@@ -23,7 +23,8 @@ from ppsched.solver.heuristic.greedy import (
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.lazy_orders import LazyOrders
 from ppsched.solver.model.ops import Op
-from ppsched.solver.model.profile import Problem, parse_profile
+from ppsched.solver.model.problem import Problem
+from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
 
 from tests.solver.test_chunked import chunked_profiles

@@ -11,7 +11,7 @@ from ppsched.api.service.deps import State
 from ppsched.api.service.schemas import Examples, Methods
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.profile import load_profile
-from ppsched.solver.solving.entry import methods
+from ppsched.solver.solving.methods import methods
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from ppsched.solver.model.schedule import (
     parse_schedule,
 )
 from ppsched.solver.sim.emit import schedule_from_simulation
-from ppsched.solver.sim.simulator import Simulation, simulate
+from ppsched.solver.sim.result import Simulation
+from ppsched.solver.sim.simulator import simulate
 
 router = APIRouter(prefix="/v1", tags=["checks"])
 

@@ -10,7 +10,7 @@ from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.packing import CostModel, PackSpec, Quadratic, fit_quadratic, pack
 from ppsched.solver.packing.partition import fill_in_order
-from ppsched.solver.solving.entry import ILP
+from ppsched.solver.solving.methods import ILP
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 router = APIRouter(prefix="/v1", tags=["pack"])

@@ -1,0 +1,174 @@
+"""The import rules of STYLE.md choice 1, read from the source (not from `sys.modules`).
+
+Every import statement counts, the ones inside functions too; only imports under
+``if TYPE_CHECKING:`` are left out (they never run). Checked:
+
+- inside `ppsched.solver`, sub-packages import only sub-packages on a lower floor
+  (`FLOORS`), never a sibling on their own floor;
+- `ppsched.solver` imports neither torch nor the web stack, nor `ppsched.api` or
+  `ppsched.runtime_adapter`; those two do not import each other;
+- no import circle anywhere in `solver/`, `api/` and `runtime_adapter/`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# The folders and the names they install as (pyproject.toml, [tool.setuptools.package-dir]).
+FOLDERS = {"solver": "ppsched.solver", "api": "ppsched.api",
+           "runtime_adapter": "ppsched.runtime_adapter"}
+# solver's sub-packages, lowest floor first; a module of the solver package's own root
+# (its __init__) stands above them all.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("model",),
+    ("sim", "generators", "render", "integrations"),
+    ("heuristic", "policies", "exact", "weipipe"),
+    ("solving",),
+    ("packing", "advisor"),
+)
+SUBPACKAGE_FLOOR = {name: floor for floor, names in enumerate(FLOORS) for name in names}
+NOT_IN_SOLVER = ("torch", "fastapi", "starlette", "uvicorn", "ppsched.api",
+                 "ppsched.runtime_adapter")
+
+
+def _module_name(path: Path) -> str:
+    folder, *rest = path.relative_to(ROOT).with_suffix("").parts
+    parts = [FOLDERS[folder], *rest]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {_module_name(path): path for folder in FOLDERS
+            for path in sorted((ROOT / folder).rglob("*.py"))}
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for orelse in node.orelse for n in [orelse, *_runtime_nodes(orelse)])
+            continue
+        yield node
+        yield from _runtime_nodes(node)
+
+
+@cache
+def imports_of(module: str) -> frozenset[str]:
+    """The names `module` imports: modules, and ``package.name`` for ``from package import
+    name`` (a submodule or an attribute: `_ours` tells which)."""
+    tree = ast.parse(modules()[module].read_text())
+    found: set[str] = set()
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{module}: relative import (the project uses absolute)"
+            assert node.module is not None
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return frozenset(found)
+
+
+def _ours(name: str) -> str | None:
+    """The project module `name` is, or lies in (``package.attribute`` -> package)."""
+    known = modules()
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def edges() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module in modules():
+        targets = {_ours(name) for name in imports_of(module)}
+        graph[module] = {t for t in targets if t is not None and t != module}
+    return graph
+
+
+def _subpackage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["ppsched", "solver"] and len(parts) > 2 else None
+
+
+def test_the_rules_see_every_module() -> None:
+    found = modules()
+    assert len(found) > 140
+    assert {"ppsched.solver", "ppsched.solver.model.ops", "ppsched.api.service.main",
+            "ppsched.runtime_adapter.executor"} <= set(found)
+    subpackages = {_subpackage(m) for m in found} - {None}
+    assert subpackages == set(SUBPACKAGE_FLOOR), subpackages ^ set(SUBPACKAGE_FLOOR)
+
+
+def test_solver_subpackages_import_only_downward() -> None:
+    wrong = []
+    for module, targets in edges().items():
+        here = _subpackage(module)
+        if here is None:
+            continue
+        for target in targets:
+            there = _subpackage(target)
+            if target == "ppsched.solver" or (
+                    there is not None and there != here
+                    and SUBPACKAGE_FLOOR[there] >= SUBPACKAGE_FLOOR[here]):
+                wrong.append(f"{module} -> {target}")
+    assert not wrong, "imports that do not point down:\n" + "\n".join(sorted(wrong))
+
+
+@pytest.mark.parametrize("folder", ["solver", "api", "runtime_adapter"])
+def test_layers_stay_pure(folder: str) -> None:
+    forbidden = {"solver": NOT_IN_SOLVER, "api": ("ppsched.runtime_adapter", "torch"),
+                 "runtime_adapter": ("ppsched.api", "fastapi", "uvicorn")}[folder]
+    wrong = [f"{module} imports {name}" for module in modules()
+             if module.startswith(FOLDERS[folder])
+             for name in imports_of(module)
+             if any(name == bad or name.startswith(bad + ".") for bad in forbidden)]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of `graph`, or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if start in state:
+            continue
+        path: list[str] = [start]
+        stack = [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(step) == 1:
+                return [*path[path.index(step):], step]
+            elif step not in state:
+                state[step] = 1
+                path.append(step)
+                stack.append(iter(sorted(graph.get(step, ()))))
+    return None
+
+
+def test_no_import_circle_in_the_repository() -> None:
+    circle = _a_circle(edges())
+    assert circle is None, "import circle: " + " -> ".join(circle or [])
+
+
+def test_the_circle_finder_finds_one() -> None:
+    assert _a_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _a_circle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_imports_inside_functions_count(tmp_path: Path) -> None:
+    tree = ast.parse("def f():\n    import torch\nif TYPE_CHECKING:\n    import fastapi\n")
+    names = {alias.name for node in _runtime_nodes(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    assert names == {"torch"}
