@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppsched.solver.advisor.rank import STRATEGIES, advise, format_table, parse_advisor_config
-from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.advisor import STRATEGIES, advise, format_table, parse_advisor_config
+from ppsched.solver.model import ProfileError
 
 
 def add_advise_parser(sub: Any) -> None:

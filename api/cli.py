@@ -28,14 +28,31 @@ from ppsched.api.pack_command import add_pack_parser
 from ppsched.api.sweep.command import add_sweep_parser
 from ppsched.api.torchtitan_command import add_torchtitan_parser
 from ppsched.api.weipipe_command import add_weipipe_parser
-from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
-from ppsched.solver.model.grid import order_grid, time_grid
-from ppsched.solver.model.profile import Profile, load_profile, parse_profile, read_json
-from ppsched.solver.model.schedule import Schedule, parse_schedule
-from ppsched.solver.sim.emit import schedule_from_simulation
-from ppsched.solver.sim.simulator import simulate
-from ppsched.solver.solving.entry import BACKENDS, ExactOptions, Layout, parse_layouts, solve
-from ppsched.solver.solving.methods import HEURISTIC, ILP, OBJECTIVES, aliases, methods
+from ppsched.solver.model import (
+    Profile,
+    ProfileError,
+    Schedule,
+    ScheduleInvalid,
+    load_profile,
+    order_grid,
+    parse_profile,
+    parse_schedule,
+    read_json,
+    time_grid,
+)
+from ppsched.solver.sim import schedule_from_simulation, simulate
+from ppsched.solver.solving import (
+    BACKENDS,
+    HEURISTIC,
+    ILP,
+    OBJECTIVES,
+    ExactOptions,
+    Layout,
+    aliases,
+    methods,
+    parse_layouts,
+    solve,
+)
 
 log = logging.getLogger("ppsched")
 
@@ -314,7 +331,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _schedule_from_csv(args: argparse.Namespace) -> Schedule:
     """A torch CSV as an untimed Schedule (the simulator times it next)."""
-    from ppsched.solver.render.csv_import import read_torch_csv
+    from ppsched.solver.render import read_torch_csv
 
     path = Path(args.schedule)
     try:
@@ -448,9 +465,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _write_outputs(args: argparse.Namespace, schedule: Schedule) -> None:
-    from ppsched.solver.render.svg import render_svg
-    from ppsched.solver.render.torch_csv import dropped_note, render_torch_csv
-    from ppsched.solver.render.trace import render_trace
+    from ppsched.solver.render import dropped_note, render_svg, render_torch_csv, render_trace
 
     makers: dict[str, Callable[[], str]] = {
         "--output": lambda: schedule.model_dump_json(indent=1),

@@ -14,8 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import load_profile, read_json
+from ppsched.solver.model import ProfileError, load_profile, read_json
 from ppsched.solver.packing import (
     CostModel,
     Packing,
@@ -25,9 +24,9 @@ from ppsched.solver.packing import (
     check_lengths,
     fit_quadratic,
     pack,
+    parse_coefficients,
     read_lengths,
 )
-from ppsched.solver.packing.cost import parse_coefficients
 
 
 def add_pack_parser(sub: Any) -> None:

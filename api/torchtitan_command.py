@@ -1,5 +1,5 @@
 """`ppsched torchtitan PROFILE.json -o DIR`: solve, then write the schedule's CSV and the
-torchtitan settings that must match it (solver/integrations/torchtitan_recipe.py)."""
+torchtitan settings that must match it (solver/integrations/torchtitan.py)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ppsched.solver.integrations.torchtitan_recipe import (
+from ppsched.solver.integrations import (
     recipe_json,
     recipe_toml,
     torchtitan_recipe,
 )
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import load_profile
-from ppsched.solver.render.torch_csv import dropped_note, render_torch_csv
-from ppsched.solver.solving.entry import solve
-from ppsched.solver.solving.methods import HEURISTIC
+from ppsched.solver.model import ProfileError, load_profile
+from ppsched.solver.render import dropped_note, render_torch_csv
+from ppsched.solver.solving import HEURISTIC, solve
 
 CSV_NAME = "schedule.csv"
 TOML_NAME = "torchtitan.toml"

@@ -8,10 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import read_json
-from ppsched.solver.weipipe import SCHEDULES, parse_weipipe_profile, simulate_weipipe
-from ppsched.solver.weipipe.render import weipipe_grid, weipipe_svg
+from ppsched.solver.model import ProfileError, read_json
+from ppsched.solver.weipipe import (
+    SCHEDULES,
+    parse_weipipe_profile,
+    simulate_weipipe,
+    weipipe_grid,
+    weipipe_svg,
+)
 
 
 def add_weipipe_parser(sub: Any) -> None:

@@ -16,7 +16,7 @@ import torch
 from ppsched.runtime_adapter.executor import PipelineExecutor, StepResult
 from ppsched.runtime_adapter.stage import LossFn
 from ppsched.runtime_adapter.torch_engine import TorchPipelineEngine
-from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.model import Schedule
 from torch import nn
 
 ENGINE_NAMES = ("ppsched", "torch")

@@ -51,8 +51,7 @@ from ppsched.runtime_adapter.values import (
     flatten,
     unflatten,
 )
-from ppsched.solver.model.ops import Op
-from ppsched.solver.model.schedule import Schedule, parse_schedule
+from ppsched.solver.model import Op, Schedule, parse_schedule
 from torch import nn
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ppsched.solver.model.ops import Op, parts
-from ppsched.solver.model.schedule import Schedule
-from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.model import Op, Schedule, parts
+from ppsched.solver.sim import simulate
 
 MessageKind = Literal["activation", "gradient"]
 

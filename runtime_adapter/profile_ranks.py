@@ -34,8 +34,7 @@ import torch.distributed as dist
 from ppsched.runtime_adapter.profiler import Timer, build_profile, measure_t_comm, saved_bytes
 from ppsched.runtime_adapter.stage import LossFn, StageRunner
 from ppsched.runtime_adapter.values import Value, call, flatten, unflatten
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model import ProfileError, parse_profile
 from torch import nn
 from torch.utils._pytree import tree_map
 

@@ -42,8 +42,7 @@ import torch
 import torch.distributed as dist
 from ppsched.runtime_adapter.stage import LossFn, StageRunner
 from ppsched.runtime_adapter.values import flatten
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import parse_profile
+from ppsched.solver.model import ProfileError, parse_profile
 from torch import nn
 
 if TYPE_CHECKING:

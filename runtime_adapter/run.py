@@ -40,11 +40,15 @@ from ppsched.runtime_adapter.timeline import (
     gather_records,
     measured_schedule,
 )
-from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
-from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.model.schedule import Schedule, parse_schedule
-from ppsched.solver.render.trace import render_trace
-from ppsched.solver.solving.entry import solve
+from ppsched.solver.model import (
+    ProfileError,
+    Schedule,
+    ScheduleInvalid,
+    parse_profile,
+    parse_schedule,
+)
+from ppsched.solver.render import render_trace
+from ppsched.solver.solving import solve
 from torch import nn
 
 log = logging.getLogger("ppsched.runtime_adapter.run")

@@ -14,9 +14,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ppsched.solver.model.ops import Kind, Op
-from ppsched.solver.model.schedule import Schedule, ScheduledOp, ScheduleMetrics
-from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.model import Kind, Op, Schedule, ScheduledOp, ScheduleMetrics
+from ppsched.solver.sim import schedule_from_orders
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,8 @@ import torch.distributed as dist
 from ppsched.runtime_adapter.dp_wrappers import check_for_torch
 from ppsched.runtime_adapter.executor import StepResult
 from ppsched.runtime_adapter.stage import LossFn
-from ppsched.solver.model.schedule import Schedule, parse_schedule
-from ppsched.solver.render.torch_csv import DROPPED_KINDS, dropped_note
+from ppsched.solver.model import Schedule, parse_schedule
+from ppsched.solver.render import DROPPED_KINDS, dropped_note
 from torch import nn
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime

@@ -27,7 +27,7 @@ from ppsched.runtime_adapter.comm import _HEADER_LEN, decode_meta, encode_meta, 
 from ppsched.runtime_adapter.executor import PipelineExecutor, StepResult, _StepState
 from ppsched.runtime_adapter.plan import Message
 from ppsched.runtime_adapter.values import Value
-from ppsched.solver.model.ops import Op
+from ppsched.solver.model import Op
 
 
 def microbatch_order(schedule: Any, m: int) -> list[int]:

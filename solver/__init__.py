@@ -10,7 +10,7 @@ from ppsched.solver.model.profile import Profile, load_profile, parse_profile
 from ppsched.solver.model.schedule import Schedule, parse_schedule
 from ppsched.solver.sim.simulator import simulate, validate
 from ppsched.solver.solving.entry import solve
-from ppsched.solver.solving.methods import methods
+from ppsched.solver.solving.method_names import methods
 
 __all__ = [
     "Op", "Problem", "Profile", "ProfileError", "Schedule", "ScheduleInvalid", "SolverError",

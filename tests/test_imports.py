@@ -172,3 +172,14 @@ def test_imports_inside_functions_count(tmp_path: Path) -> None:
     names = {alias.name for node in _runtime_nodes(tree) if isinstance(node, ast.Import)
              for alias in node.names}
     assert names == {"torch"}
+
+
+@pytest.mark.parametrize("folder", ["api", "runtime_adapter"])
+def test_api_and_runtime_use_the_solvers_public_surface(folder: str) -> None:
+    """`ppsched.solver` and its sub-packages' `__init__`s, never a module inside them."""
+    surface = {"ppsched.solver"} | {f"ppsched.solver.{name}" for name in SUBPACKAGE_FLOOR}
+    wrong = [f"{module} imports {_ours(name)}" for module in modules()
+             if module.startswith(FOLDERS[folder])
+             for name in imports_of(module)
+             if name.startswith("ppsched.solver") and _ours(name) not in surface]
+    assert not wrong, "\n".join(sorted(set(wrong)))

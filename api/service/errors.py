@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
+from ppsched.solver.model import ProfileError, ScheduleInvalid
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)

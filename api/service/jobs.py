@@ -27,7 +27,7 @@ from ppsched.api.service.metrics import Metrics
 from ppsched.api.service.solving import SolveSpec
 from ppsched.api.service.store import JobRecord, Store
 from ppsched.api.service.worker import JobResult, run_job
-from ppsched.solver.solving.methods import ILP
+from ppsched.solver.solving import ILP
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.05

@@ -34,8 +34,7 @@ from ppsched.api.service.routers import (
 )
 from ppsched.api.service.routers import pack as pack_router
 from ppsched.api.service.store import open_store
-from ppsched.solver.model.profile import Profile
-from ppsched.solver.model.schedule import Schedule
+from ppsched.solver.model import Profile, Schedule
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import logging
 import os
 from typing import Any
 
-from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model import ProfileError
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,15 @@ from ppsched.api.service.schemas import ScheduleRequest
 from ppsched.api.service.worker import body_with_links, content_id
 
 __all__ = ["content_id"]  # re-exported: the routers' import of it
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import Profile, parse_profile
-from ppsched.solver.solving.entry import Layout, default_layouts, layout_name, parse_layouts
-from ppsched.solver.solving.methods import ILP, resolve_method
+from ppsched.solver.model import Profile, ProfileError, parse_profile
+from ppsched.solver.solving import (
+    ILP,
+    Layout,
+    default_layouts,
+    layout_name,
+    parse_layouts,
+    resolve_method,
+)
 
 KEY_VERSION = 1  # bump when the same request would give a different schedule
 # Request fields that bound the work, the setting naming each limit, its attribute.

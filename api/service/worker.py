@@ -16,10 +16,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
-from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.solving.entry import ExactOptions, Layout, parse_layouts, solve
-from ppsched.solver.solving.methods import ILP
+from ppsched.solver.model import ProfileError, ScheduleInvalid, parse_profile
+from ppsched.solver.solving import ILP, ExactOptions, Layout, parse_layouts, solve
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +89,8 @@ VIEWS = ("svg", "csv", "trace")
 def render_view(body: str, kind: str) -> str:
     """A stored schedule body drawn as `kind` (svg, csv or trace), in a worker process:
     drawing 10^5 ops takes seconds and would hold the service's GIL."""
-    from ppsched.solver.model.schedule import parse_schedule
-    from ppsched.solver.render.svg import render_svg
-    from ppsched.solver.render.torch_csv import render_torch_csv
-    from ppsched.solver.render.trace import render_trace
+    from ppsched.solver.model import parse_schedule
+    from ppsched.solver.render import render_svg, render_torch_csv, render_trace
 
     schedule = parse_schedule(json.loads(body))
     if kind == "svg":

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model import ProfileError
 
 EXIT_USAGE = 2
 EXIT_LOST = 1

@@ -43,12 +43,9 @@ from ppsched.api.sweep.grid import (
     GridError,
     Memory,
 )
-from ppsched.solver.generators.recompute import recompute_name
-from ppsched.solver.model.chunking import with_chunks
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.offload_sizing import with_offload
-from ppsched.solver.model.profile import Profile, parse_profile
-from ppsched.solver.solving.methods import HEURISTIC, ILP
+from ppsched.solver.generators import recompute_name
+from ppsched.solver.model import Profile, ProfileError, parse_profile, with_chunks, with_offload
+from ppsched.solver.solving import HEURISTIC, ILP
 
 MAX_ROWS = 200_000
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model import ProfileError
 
 
 def unique_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

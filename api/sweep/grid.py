@@ -16,9 +16,8 @@ from typing import Any
 
 import yaml
 from ppsched.api.sweep.filters import Filter, compile_filter
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import Profile, load_profile
-from ppsched.solver.solving.methods import OBJECTIVES, methods, resolve_method
+from ppsched.solver.model import Profile, ProfileError, load_profile
+from ppsched.solver.solving import OBJECTIVES, methods, resolve_method
 
 TOP_LEVEL = ("profiles", "methods", "axes", "filters", "objective", "time_limit_s")
 FIELD_AXES = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
@@ -209,7 +208,7 @@ class _GridReader:
             raise self.fail(line, "methods is empty: name at least one of " + ", ".join(known))
         resolved = []
         for item, item_line in zip(items, item_lines, strict=True):
-            try:  # our names, and torch's schedule names (solver/solving/methods.py)
+            try:  # our names, and torch's schedule names (solver/solving/method_names.py)
                 resolved.append(resolve_method(str(item), known))
             except ProfileError as exc:
                 raise self.fail(item_line, f"unknown method {item!r}"

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model import ProfileError
 
 log = logging.getLogger(__name__)
 

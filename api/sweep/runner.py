@@ -24,7 +24,7 @@ from typing import Any
 from ppsched.api.sweep.expand import Task
 from ppsched.api.sweep.records import RowWriter, read_rows
 from ppsched.api.sweep.task import ignore_sigint, run_task
-from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model import ProfileError
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ppsched.api.sweep.expand import Task
-from ppsched.solver.model.errors import ProfileError, ScheduleInvalid, SolverError
-from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.model import ProfileError, ScheduleInvalid, SolverError, parse_profile
+from ppsched.solver.solving import ExactOptions, solve
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from ppsched.solver.generators import REGISTRY
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.profile import Profile
 from ppsched.solver.solving.entry import solve
-from ppsched.solver.solving.methods import HEURISTIC
+from ppsched.solver.solving.method_names import HEURISTIC
 from ppsched.solver.weipipe import parse_weipipe_profile, simulate_weipipe
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 

@@ -13,7 +13,7 @@ from ppsched.solver.generators import (  # noqa: F401  (imported to register the
     v_shape,
     zero_bubble,
 )
-from ppsched.solver.generators.recompute import split_recompute, with_recompute
+from ppsched.solver.generators.recompute import recompute_name, split_recompute, with_recompute
 from ppsched.solver.generators.registry import (
     REGISTRY,
     Generator,
@@ -23,8 +23,8 @@ from ppsched.solver.generators.registry import (
 )
 from ppsched.solver.model.errors import ProfileError
 
-__all__ = ["REGISTRY", "Generator", "GeneratorFn", "get_generator", "register",
-           "register_rows"]
+__all__ = ["REGISTRY", "Generator", "GeneratorFn", "get_generator", "recompute_name",
+           "register", "register_rows"]
 
 
 def get_generator(name: str) -> Generator:

@@ -1,0 +1,14 @@
+"""What ppsched writes for other tools: torchtitan's pipeline settings for a schedule.
+"""
+
+from ppsched.solver.integrations.torchtitan import (
+    recipe_json,
+    recipe_toml,
+    torchtitan_recipe,
+)
+
+__all__ = [
+    "recipe_json",
+    "recipe_toml",
+    "torchtitan_recipe",
+]

@@ -1,9 +1,16 @@
 """Packing samples into microbatches and data-parallel replicas (DESIGN.md 6.2): the layer
 above the schedule. `pack` is the entry point; `partition` holds the algorithms."""
 
-from ppsched.solver.packing.cost import CostModel, CostModelError, Quadratic, fit_quadratic
+from ppsched.solver.packing.cost import (
+    CostModel,
+    CostModelError,
+    Quadratic,
+    fit_quadratic,
+    parse_coefficients,
+)
 from ppsched.solver.packing.lengths import LengthsError, check_lengths, read_lengths
-from ppsched.solver.packing.pack import (
+from ppsched.solver.packing.partition import fill_in_order
+from ppsched.solver.packing.plan import (
     MicrobatchPlan,
     Packing,
     PackingError,
@@ -32,11 +39,13 @@ __all__ = [
     "ReplicaPlan",
     "best_packing",
     "check_lengths",
+    "fill_in_order",
     "fill_samples",
     "fit_quadratic",
     "naive_samples",
     "pack",
     "pack_samples",
+    "parse_coefficients",
     "read_lengths",
     "rebalance",
     "replica_profile",

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 from ppsched.solver.model.profile import Profile
 from ppsched.solver.packing.cost import CostModel
-from ppsched.solver.packing.pack import (
+from ppsched.solver.packing.partition import Bins
+from ppsched.solver.packing.plan import (
     Packing,
     PackResult,
     PackSpec,
@@ -35,7 +36,6 @@ from ppsched.solver.packing.pack import (
     solve_replicas,
     split_replicas,
 )
-from ppsched.solver.packing.partition import Bins
 
 # Samples tried per rebalancing step (those whose cost is nearest half the gap between
 # the slowest and the fastest replica): each try solves two replicas.

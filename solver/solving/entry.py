@@ -41,7 +41,7 @@ from ppsched.solver.policies.fit import offers_policies, policy_orders
 from ppsched.solver.sim.emit import schedule_from_simulation
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.gc_pause import collector_paused
-from ppsched.solver.solving.methods import HEURISTIC, ILP, OBJECTIVES, ZB_LOOP, resolve_method
+from ppsched.solver.solving.method_names import HEURISTIC, ILP, OBJECTIVES, ZB_LOOP, resolve_method
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     """
     if objective not in OBJECTIVES:
         raise ProfileError("objective", objective, " or ".join(OBJECTIVES))
-    method = resolve_method(method)  # our names, and torch's (solver/solving/methods.py)
+    method = resolve_method(method)  # our names, and torch's (solver/solving/method_names.py)
     if method == ZB_LOOP:
         method, layouts = HEURISTIC, loop_layouts(profile, layouts)
     if profile.problem.uniform_microbatches:

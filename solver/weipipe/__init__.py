@@ -6,8 +6,9 @@ Activations stay on their rank; weight chunks and their gradients travel a ring 
 """
 
 from ppsched.solver.weipipe.profile import WeiPipeProfile, parse_weipipe_profile
+from ppsched.solver.weipipe.render import weipipe_grid, weipipe_svg
 from ppsched.solver.weipipe.schedules import SCHEDULES, build_program
 from ppsched.solver.weipipe.simulator import WeiPipeResult, simulate_weipipe
 
 __all__ = ["SCHEDULES", "WeiPipeProfile", "WeiPipeResult", "build_program",
-           "parse_weipipe_profile", "simulate_weipipe"]
+           "parse_weipipe_profile", "simulate_weipipe", "weipipe_grid", "weipipe_svg"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ppsched.api.cli import main
-from ppsched.solver.integrations.torchtitan_recipe import torchtitan_stage_layers
+from ppsched.solver.integrations.torchtitan import torchtitan_stage_layers
 from ppsched.solver.render.torch_csv import parse_torch_csv
 
 ROOT = Path(__file__).resolve().parents[2]

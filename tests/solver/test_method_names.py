@@ -9,7 +9,7 @@ from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.profile import load_profile, parse_profile
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.entry import solve
-from ppsched.solver.solving.methods import TORCH_ALIASES, aliases, methods, resolve_method
+from ppsched.solver.solving.method_names import TORCH_ALIASES, aliases, methods, resolve_method
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIFORM = load_profile(ROOT / "profiles" / "uniform-p4-m8.json")

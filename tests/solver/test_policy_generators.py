@@ -18,7 +18,7 @@ from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.policies.pipeoffload import group_size, grouped_interleaved
 from ppsched.solver.sim.simulator import validate
 from ppsched.solver.solving.entry import solve
-from ppsched.solver.solving.methods import resolve_method
+from ppsched.solver.solving.method_names import resolve_method
 
 
 def _profile(p: int, m: int, **fields: Any) -> dict[str, Any]:

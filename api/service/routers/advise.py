@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
-from ppsched.solver.advisor.rank import AdvisorConfig, advise, format_table, parse_advisor_config
-from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.advisor import AdvisorConfig, advise, format_table, parse_advisor_config
+from ppsched.solver.model import ProfileError
 from pydantic import BaseModel, ConfigDict, Field
 
 router = APIRouter(prefix="/v1", tags=["advise"])

@@ -9,9 +9,8 @@ from typing import Any
 from fastapi import APIRouter
 from ppsched.api.service.deps import State
 from ppsched.api.service.schemas import Examples, Methods
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import load_profile
-from ppsched.solver.solving.methods import methods
+from ppsched.solver.model import ProfileError, load_profile
+from ppsched.solver.solving import methods
 
 log = logging.getLogger(__name__)
 

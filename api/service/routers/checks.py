@@ -9,16 +9,14 @@ from fastapi import APIRouter, Body, Response
 from ppsched.api.service.deps import State
 from ppsched.api.service.schemas import EXAMPLE_PROFILE, SCHEDULE_REF, ErrorBody, ValidationReport
 from ppsched.api.service.solving import check_profile_limits, content_id, with_links
-from ppsched.solver.model.errors import ScheduleInvalid
-from ppsched.solver.model.grid import order_grid
-from ppsched.solver.model.schedule import (
+from ppsched.solver.model import (
     Schedule,
+    ScheduleInvalid,
     ScheduleMetrics,
+    order_grid,
     parse_schedule,
 )
-from ppsched.solver.sim.emit import schedule_from_simulation
-from ppsched.solver.sim.result import Simulation
-from ppsched.solver.sim.simulator import simulate
+from ppsched.solver.sim import Simulation, schedule_from_simulation, simulate
 
 router = APIRouter(prefix="/v1", tags=["checks"])
 

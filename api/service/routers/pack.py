@@ -6,11 +6,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
-from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.profile import Profile, parse_profile
-from ppsched.solver.packing import CostModel, PackSpec, Quadratic, fit_quadratic, pack
-from ppsched.solver.packing.partition import fill_in_order
-from ppsched.solver.solving.methods import ILP
+from ppsched.solver.model import Profile, ProfileError, parse_profile
+from ppsched.solver.packing import (
+    CostModel,
+    PackSpec,
+    Quadratic,
+    fill_in_order,
+    fit_quadratic,
+    pack,
+)
+from ppsched.solver.solving import ILP
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 router = APIRouter(prefix="/v1", tags=["pack"])

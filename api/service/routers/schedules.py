@@ -21,8 +21,8 @@ from ppsched.api.service.schemas import (
 )
 from ppsched.api.service.solving import SolveSpec, is_synchronous, spec_from_request
 from ppsched.api.service.worker import render_view, solve_body
-from ppsched.solver.model.errors import ProfileError, SolverError
-from ppsched.solver.render.torch_csv import note_of_counts
+from ppsched.solver.model import ProfileError, SolverError
+from ppsched.solver.render import note_of_counts
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 

@@ -134,7 +134,7 @@ def test_fill_in_order():
 
 
 def test_entry_orders():
-    from ppsched.solver.packing.pack import entry_orders
+    from ppsched.solver.packing.plan import entry_orders
 
     costs = [5.0, 1.0, 3.0, 2.0, 4.0]
     orders = entry_orders(costs)
