@@ -112,6 +112,34 @@ def parts(op: Op) -> tuple[Op, ...]:
     return op.parts if isinstance(op, FBOp) else (op,)
 
 
+# Our text form of one op (STYLE.md: torch's ``0F1`` with our kind names); the stage may be
+# left out where a caller gives it.
+_TEXT_OP = re.compile(r"^(\d*)(BW|F|B|W|R|O|L)(\d+)$")
+_PLAIN_KINDS: dict[str, Kind] = {"F": "F", "B": "B", "W": "W", "BW": "BW", "R": "R", "O": "O",
+                                 "L": "L"}
+
+
+def ops_from_text(text: str, stage: int = 0) -> list[Op]:
+    """Ops from their printed form, e.g. ``"0F0 0B0 1BW1"``, or ``"F0 O0 B0"`` on `stage`.
+
+    Each word is ``[stage]KIND microbatch`` (our kinds: F, B, W, BW, R, O, L), as `Op`
+    prints it; a word without a stage is on `stage`. The inverse of
+    ``" ".join(map(str, ops))``.
+
+    Raises:
+        ValueError: naming the first word that is not an op.
+    """
+    found = []
+    for word in text.split():
+        match = _TEXT_OP.match(word)
+        if match is None:
+            raise ValueError(f"not an op: {word!r} (expected e.g. 0F3, 1BW2, or F3 on the "
+                             "given stage)")
+        given, kind, microbatch = match.groups()
+        found.append(Op(_PLAIN_KINDS[kind], int(given) if given else stage, int(microbatch)))
+    return found
+
+
 TORCH_OVERLAP = "OVERLAP_F_B"
 _TORCH_ACTION = re.compile(r"^(\d+)([A-Z]+)(\d+)$")
 _TORCH_OVERLAP = re.compile(r"^\((\d+F\d+);(\d+B\d+)\)" + TORCH_OVERLAP + "$")

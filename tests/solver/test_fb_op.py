@@ -248,3 +248,13 @@ def test_fb_fusion_leaves_overlap_one_alone() -> None:
     problem = _problem(overlap=1.0)
     plain = [[op for x in rank for op in parts(x)] for rank in _two_rank_order()]
     assert fuse_fb(problem, plain) == plain
+
+
+def test_ops_from_text_reads_what_ops_print() -> None:
+    from ppsched.solver.model.ops import ops_from_text
+
+    ops = [Op("F", 0, 3), Op("BW", 12, 0), Op("O", 1, 2), Op("W", 3, 10)]
+    assert ops_from_text(" ".join(map(str, ops))) == ops
+    assert ops_from_text("F0 R1 L2", stage=5) == [Op("F", 5, 0), Op("R", 5, 1), Op("L", 5, 2)]
+    with pytest.raises(ValueError, match="not an op: '0X1'"):
+        ops_from_text("0F0 0X1")

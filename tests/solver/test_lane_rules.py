@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from ppsched.solver.model.ops import Op
+from ppsched.solver.model.ops import ops_from_text
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.model.schedule import parse_schedule
 from ppsched.solver.sim.emit import schedule_from_orders
@@ -20,14 +20,10 @@ def _profile(**fields: Any) -> dict[str, Any]:
             "m_b": 1.0, "m_w": 0.5, **fields}
 
 
-def _ops(text: str, stage: int = 0) -> list[Op]:
-    return [Op(x[0], stage, int(x[1])) for x in text.split()]  # type: ignore[arg-type]
-
-
 def _stated(fields: dict[str, Any], order: str, moves: dict[int, tuple[float, float]],
             ) -> list[str]:
     """The violation kinds of `order`'s simulated schedule with some ops' times moved."""
-    schedule = schedule_from_orders(parse_profile(_profile(**fields)), [_ops(order)], "x")
+    schedule = schedule_from_orders(parse_profile(_profile(**fields)), [ops_from_text(order)], "x")
     assert stated_time_violations(schedule) == []  # the simulator's own times keep them
     data = json.loads(schedule.model_dump_json())
     for i, (start, end) in moves.items():
@@ -68,7 +64,7 @@ def test_two_lanes_run_a_d2h_and_an_h2d_at_once() -> None:
 def _shared(**fields: Any) -> Any:
     data = {**_profile(num_ranks=2, num_microbatches=1, t_offload=2.0, copy_lanes=1),
             **fields}
-    order = [_ops("F0 O0 L0 B0 W0", 0), _ops("F0 O0 L0 B0 W0", 1)]
+    order = [ops_from_text("F0 O0 L0 B0 W0", 0), ops_from_text("F0 O0 L0 B0 W0", 1)]
     return simulate(parse_profile(data).problem, order)
 
 

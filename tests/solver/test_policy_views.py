@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from ppsched.solver.model.grid import time_grid
-from ppsched.solver.model.ops import Op
+from ppsched.solver.model.ops import Op, ops_from_text
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.model.schedule import Schedule
 from ppsched.solver.render.svg import render_svg
@@ -27,10 +27,8 @@ def _schedule(copy_lanes: int = 2) -> Schedule:
                              "t_b": 1.0, "t_w": 1.0, "m_b": 1.0, "m_w": 0.5,
                              "t_offload": 0.5, "t_r": 1.0, "copy_lanes": copy_lanes})
 
-    def ops(stage: int, text: str) -> list[Op]:
-        return [Op(x[0], stage, int(x[1])) for x in text.split()]  # type: ignore[arg-type]
-
-    orders = [ops(0, "F0 O0 F1 L0 B0 W0 R1 B1 W1"), ops(1, "F0 B0 W0 F1 B1 W1")]
+    orders = [ops_from_text("F0 O0 F1 L0 B0 W0 R1 B1 W1", stage=0),
+              ops_from_text("F0 B0 W0 F1 B1 W1", stage=1)]
     return schedule_from_orders(profile, orders, "by-hand")
 
 

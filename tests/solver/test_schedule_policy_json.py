@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.ops import Op
+from ppsched.solver.model.ops import ops_from_text
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.model.schedule import parse_schedule
 from ppsched.solver.sim.emit import schedule_from_orders
@@ -66,15 +66,11 @@ def _one_stage(**fields: Any) -> dict[str, Any]:
             "m_b": 1.0, "m_w": 0.5, **fields}
 
 
-def _ops(text: str) -> list[Op]:
-    return [Op(x[0], 0, int(x[1])) for x in text.split()]  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize(("copy_lanes", "lanes"), [(2, ["d2h", "h2d"]), (1, ["copy"] * 2)])
 def test_offload_ops_carry_lane_and_policy_and_read_back(copy_lanes: int,
                                                          lanes: list[str]) -> None:
     profile = parse_profile(_one_stage(t_offload=0.5, copy_lanes=copy_lanes))
-    schedule = schedule_from_orders(profile, [_ops("F0 O0 F1 B1 L0 B0 W0 W1")], "by-hand")
+    schedule = schedule_from_orders(profile, [ops_from_text("F0 O0 F1 B1 L0 B0 W0 W1")], "by-hand")
     data = json.loads(schedule.model_dump_json())
     ops = data["ranks"][0]
     assert [op["lane"] for op in ops if op["kind"] in ("O", "L")] == lanes
@@ -90,7 +86,7 @@ def test_offload_ops_carry_lane_and_policy_and_read_back(copy_lanes: int,
 
 def test_recompute_ops_carry_policy() -> None:
     profile = parse_profile(_one_stage(t_r=1.0, m_ckpt=0.25))
-    schedule = schedule_from_orders(profile, [_ops("F0 F1 B1 W1 R0 B0 W0")], "by-hand")
+    schedule = schedule_from_orders(profile, [ops_from_text("F0 F1 B1 W1 R0 B0 W0")], "by-hand")
     ops = json.loads(schedule.model_dump_json())["ranks"][0]
     assert [op.get("policy") for op in ops] == ["recompute", None, None, None,
                                                 "recompute", "recompute", "recompute"]
@@ -99,7 +95,7 @@ def test_recompute_ops_carry_policy() -> None:
 
 def _offload_json() -> dict[str, Any]:
     profile = parse_profile(_one_stage(t_offload=0.5))
-    schedule = schedule_from_orders(profile, [_ops("F0 O0 F1 B1 L0 B0 W0 W1")], "by-hand")
+    schedule = schedule_from_orders(profile, [ops_from_text("F0 O0 F1 B1 L0 B0 W0 W1")], "by-hand")
     data: dict[str, Any] = json.loads(schedule.model_dump_json())
     return data
 

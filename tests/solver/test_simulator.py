@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ppsched.solver.model.errors import ScheduleInvalid
-from ppsched.solver.model.ops import Op
+from ppsched.solver.model.ops import Op, ops_from_text
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.result import Simulation
@@ -25,19 +25,6 @@ def _problem(**fields: Any) -> Problem:
     return parse_profile(data).problem
 
 
-def _ops(text: str) -> list[Op]:
-    """``"0F0 0B0 1BW1"`` -> ops (torch's stage-kind-microbatch names, our kinds)."""
-    out = []
-    for word in text.split():
-        i = 0
-        while word[i].isdigit():
-            i += 1
-        j = len(word)
-        while word[j - 1].isdigit():
-            j -= 1
-        out.append(Op(word[i:j], int(word[:i]), int(word[j:])))  # type: ignore[arg-type]
-    return out
-
 
 def _kinds(sim: Simulation) -> list[str]:
     return [v.kind for v in sim.violations]
@@ -48,7 +35,7 @@ def _times(sim: Simulation, r: int) -> list[tuple[float | None, float | None]]:
 
 
 # A valid split-backward order for p = 2, m = 2 (stage r on rank r).
-VALID_2x2 = [_ops("0F0 0F1 0B0 0W0 0B1 0W1"), _ops("1F0 1B0 1F1 1B1 1W0 1W1")]
+VALID_2x2 = [ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1"), ops_from_text("1F0 1B0 1F1 1B1 1W0 1W1")]
 
 
 # Timing by hand.
@@ -81,7 +68,7 @@ def test_two_rank_timing_by_hand() -> None:
 
 def test_fused_backward_timing_by_hand() -> None:
     problem = _problem(t_b=2.0, t_w=1.0, t_comm=1.0)
-    order = [_ops("0F0 0F1 0BW0 0BW1"), _ops("1F0 1BW0 1F1 1BW1")]
+    order = [ops_from_text("0F0 0F1 0BW0 0BW1"), ops_from_text("1F0 1BW0 1F1 1BW1")]
     sim = validate(problem, order)
     # 1F0 at 0+1+1 = 2; 1BW0 takes t_b + t_w = 3; 1F1 ready at 3, rank free at 6.
     assert _times(sim, 1) == [(2, 3), (3, 6), (6, 7), (7, 10)]
@@ -97,7 +84,7 @@ def test_makespan_differs_from_cost() -> None:
     # rank 1 ends last but started late: its span is short, the makespan is not.
     problem = _problem(num_microbatches=1, t_f=[1.0, 5.0], t_b=[1.0, 5.0], t_w=[1.0, 5.0],
                        t_comm=0.0)
-    sim = validate(problem, [_ops("0F0 0B0 0W0"), _ops("1F0 1B0 1W0")])
+    sim = validate(problem, [ops_from_text("0F0 0B0 0W0"), ops_from_text("1F0 1B0 1W0")])
     assert _times(sim, 0) == [(0, 1), (11, 12), (12, 13)]
     assert _times(sim, 1) == [(1, 6), (6, 11), (11, 16)]
     assert sim.metrics is not None
@@ -111,7 +98,7 @@ def test_v_placement_comm_only_between_ranks() -> None:
     # p = 2, v = 2, V: stages 0 and 3 on rank 0, stages 1 and 2 on rank 1. The boundary
     # (1, 2) lies inside rank 1: its t_comm of 100 must never be paid.
     problem = _problem(num_microbatches=1, num_chunks=2, placement="v", t_comm=[10, 100, 10])
-    order = [_ops("0F0 3F0 3B0 0B0 3W0 0W0"), _ops("1F0 2F0 2B0 1B0 2W0 1W0")]
+    order = [ops_from_text("0F0 3F0 3B0 0B0 3W0 0W0"), ops_from_text("1F0 2F0 2B0 1B0 2W0 1W0")]
     sim = validate(problem, order)
     # 1F0 at 1 + 10; 2F0 straight after on rank 1; 3F0 at 13 + 10; 3B0 after 3F0 (same
     # rank, last stage); 2B0 at 25 + 10; 1B0 straight after; 0B0 at 37 + 10.
@@ -125,7 +112,7 @@ def test_v_placement_comm_only_between_ranks() -> None:
 def test_loop_placement_comm_on_every_boundary() -> None:
     # p = 2, v = 2, loop: stages 0, 2 on rank 0; 1, 3 on rank 1. Every boundary crosses.
     problem = _problem(num_microbatches=1, num_chunks=2, placement="loop", t_comm=[1, 2, 3])
-    order = [_ops("0F0 2F0 2BW0 0BW0"), _ops("1F0 3F0 3BW0 1BW0")]
+    order = [ops_from_text("0F0 2F0 2BW0 0BW0"), ops_from_text("1F0 3F0 3BW0 1BW0")]
     sim = validate(problem, order)
     # 0F0 0-1, 1F0 2-3, 2F0 5-6, 3F0 9-10, 3BW0 10-12, 2BW0 15-17, 1BW0 19-21, 0BW0 22-24.
     assert _times(sim, 0) == [(0, 1), (5, 6), (15, 17), (22, 24)]
@@ -135,7 +122,7 @@ def test_loop_placement_comm_on_every_boundary() -> None:
 def test_mixed_fused_and_split_backward_across_microbatches() -> None:
     # BW for one microbatch and B/W for another is valid; B waits on the fused BW above.
     problem = _problem(t_comm=0.0)
-    order = [_ops("0F0 0F1 0B0 0W0 0BW1"), _ops("1F0 1BW0 1F1 1B1 1W1")]
+    order = [ops_from_text("0F0 0F1 0B0 0W0 0BW1"), ops_from_text("1F0 1BW0 1F1 1B1 1W1")]
     sim = validate(problem, order)
     # 1BW0 ends at 4 (BW = 2 units); 0B0 waits for it.
     assert _times(sim, 1) == [(1, 2), (2, 4), (4, 5), (5, 6), (6, 7)]
@@ -146,17 +133,18 @@ def test_mixed_fused_and_split_backward_across_microbatches() -> None:
 
 
 @pytest.mark.parametrize(("order", "kind", "rank", "position"), [
-    ([_ops("0F0 0F1 0B0 0W0 0B1 0W1"), [*_ops("1F0 1B0 1F1 1B1 1W0 1W1"), Op("X", 1, 0)]],
+    ([ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1"),
+      [*ops_from_text("1F0 1B0 1F1 1B1 1W0 1W1"), Op("X", 1, 0)]],
      "unknown_op", 1, 6),
-    ([_ops("0F0 0F1 0B0 0W0 0B1 0W1 0F2"), _ops("1F0 1B0 1F1 1B1 1W0 1W1")],
+    ([ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1 0F2"), ops_from_text("1F0 1B0 1F1 1B1 1W0 1W1")],
      "unknown_op", 0, 6),
-    ([_ops("0F0 0F1 0B0 0W0 0B1 0W1 7F0"), _ops("1F0 1B0 1F1 1B1 1W0 1W1")],
+    ([ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1 7F0"), ops_from_text("1F0 1B0 1F1 1B1 1W0 1W1")],
      "unknown_op", 0, 6),
-    ([_ops("0F0 1F0 0F1 0B0 0W0 0B1 0W1"), _ops("1B0 1F1 1B1 1W0 1W1")],
+    ([ops_from_text("0F0 1F0 0F1 0B0 0W0 0B1 0W1"), ops_from_text("1B0 1F1 1B1 1W0 1W1")],
      "wrong_rank", 0, 1),
-    ([_ops("0F0 0F1 0B0 0W0 0B1 0W1"), _ops("1F0 1B0 1F1 1B1 1W0 1W1 1W0")],
+    ([ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1"), ops_from_text("1F0 1B0 1F1 1B1 1W0 1W1 1W0")],
      "duplicate", 1, 6),
-    ([_ops("0F0 0F1 0B0 0W0 0B1 0W1"), _ops("1F0 1B0 1F1 1B1 1W0 1BW1")],
+    ([ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1"), ops_from_text("1F0 1B0 1F1 1B1 1W0 1BW1")],
      "mixed_backward", 1, 5),
 ], ids=["unknown-kind", "unknown-microbatch", "unknown-stage", "wrong-rank", "duplicate",
         "mixed-bw"])
@@ -171,8 +159,8 @@ def test_violation_kind_and_place(order: list[list[Op]], kind: str, rank: int,
 
 
 def test_wrong_rank_op_is_also_missing_from_its_rank() -> None:
-    sim = simulate(_problem(), [_ops("0F0 1F0 0F1 0B0 0W0 0B1 0W1"),
-                                _ops("1B0 1F1 1B1 1W0 1W1")])
+    sim = simulate(_problem(), [ops_from_text("0F0 1F0 0F1 0B0 0W0 0B1 0W1"),
+                                ops_from_text("1B0 1F1 1B1 1W0 1W1")])
     assert sorted(_kinds(sim)) == ["missing", "wrong_rank"]
     (missing,) = [v for v in sim.violations if v.kind == "missing"]
     assert "1F0" in missing.message
@@ -191,7 +179,7 @@ def test_missing_op_is_named(drop: str, missing: list[str]) -> None:
 
 
 def test_missing_backward_entirely() -> None:
-    order = [_ops("0F0 0F1 0B0 0W0 0B1 0W1"), _ops("1F0 1B0 1F1 1W0")]
+    order = [ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1"), ops_from_text("1F0 1B0 1F1 1W0")]
     sim = simulate(_problem(), order)
     missing = sorted(v.message.split()[0] for v in sim.violations if v.kind == "missing")
     assert missing == ["1B1", "1W1"]
@@ -199,7 +187,7 @@ def test_missing_backward_entirely() -> None:
 
 def test_op_waiting_on_a_missing_op_is_not_a_deadlock() -> None:
     # Without 1B0, rank 0 blocks at 0B0 forever: reported as the missing op only.
-    order = [_ops("0F0 0F1 0B0 0W0 0B1 0W1"), _ops("1F0 1F1 1B1 1W0 1W1")]
+    order = [ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1"), ops_from_text("1F0 1F1 1B1 1W0 1W1")]
     sim = simulate(_problem(), order)
     assert _kinds(sim) == ["missing"]
     assert sim.metrics is None
@@ -232,7 +220,7 @@ def test_memory_over_limit_flagged_at_first_op_over() -> None:
 def test_memory_per_rank_limit_and_held_w() -> None:
     # m_w stays held until W: F F B B holds 2 * m_w after the Bs.
     problem = _problem(m_b=1.0, m_w=0.75, memory_limit=[2.0, 1.2])
-    order = [_ops("0F0 0F1 0B0 0B1 0W0 0W1"), _ops("1F0 1B0 1F1 1B1 1W0 1W1")]
+    order = [ops_from_text("0F0 0F1 0B0 0B1 0W0 0W1"), ops_from_text("1F0 1B0 1F1 1B1 1W0 1W1")]
     sim = simulate(problem, order)
     # rank 1: F 1, B 0.75, F 1.75 (> 1.2 at position 2).
     assert [(v.kind, v.rank, v.position) for v in sim.violations] == [("memory", 1, 2)]
@@ -242,7 +230,7 @@ def test_memory_per_rank_limit_and_held_w() -> None:
 def _deadlocked_pair() -> list[list[Op]]:
     # rank 0 runs 0B0 before 0F1; rank 1 runs 1F1 before 1B0: 0B0 needs 1B0, which is
     # behind 1F1, which needs 0F1, which is behind 0B0.
-    return [_ops("0F0 0B0 0F1 0B1 0W0 0W1"), _ops("1F0 1F1 1B0 1B1 1W0 1W1")]
+    return [ops_from_text("0F0 0B0 0F1 0B1 0W0 0W1"), ops_from_text("1F0 1F1 1B0 1B1 1W0 1W1")]
 
 
 def test_deadlock_names_the_cycle() -> None:
@@ -261,7 +249,7 @@ def test_deadlock_names_the_cycle() -> None:
 
 def test_deadlock_on_one_rank() -> None:
     # W before its own B can never run.
-    sim = simulate(_problem(), [_ops("0F0 0F1 0W0 0B0 0B1 0W1"), VALID_2x2[1]])
+    sim = simulate(_problem(), [ops_from_text("0F0 0F1 0W0 0B0 0B1 0W1"), VALID_2x2[1]])
     deadlocks = [v for v in sim.violations if v.kind == "deadlock"]
     assert len(deadlocks) == 1
     assert "0W0" in deadlocks[0].message and "0B0" in deadlocks[0].message
@@ -289,7 +277,7 @@ def test_big_deadlock_returns_promptly() -> None:
 
 
 def test_validate_raises_with_grid() -> None:
-    order = [_ops("0F0 0F1 0B0 0W0 0B1 0W1 0W1"), _ops("1F0 1B0 1F1 1B1 1W0")]
+    order = [ops_from_text("0F0 0F1 0B0 0W0 0B1 0W1 0W1"), ops_from_text("1F0 1B0 1F1 1B1 1W0")]
     with pytest.raises(ScheduleInvalid) as info:
         validate(_problem(), order)
     error = info.value
@@ -446,7 +434,7 @@ def test_peak_memory_is_largest_prefix_sum(problem: Problem, rng: random.Random)
 def test_tiny_m_w_does_not_crash_the_bound(m_w: float) -> None:
     # The memory-aware bound divides by m_w; a subnormal one once overflowed to inf.
     problem = _problem(num_ranks=1, num_microbatches=3, m_b=1.0, m_w=m_w, memory_limit=1.0)
-    sim = simulate(problem, [_ops("0F0 0B0 0W0 0F1 0B1 0W1 0F2 0B2 0W2")])
+    sim = simulate(problem, [ops_from_text("0F0 0B0 0W0 0F1 0B1 0W1 0F2 0B2 0W2")])
     assert sim.ok
     assert sim.metrics is not None
     assert sim.metrics.lower_bound <= sim.metrics.cost
@@ -456,7 +444,7 @@ def test_bubble_rate_never_negative() -> None:
     # The span sums op times one by one (1 + 1 + 0.1 + ...), the busy time is
     # m * (t_f + t_b + t_w): they differ in the last bit, never below zero.
     problem = _problem(num_ranks=1, t_w=0.1)
-    sim = validate(problem, [_ops("0F0 0B0 0W0 0F1 0B1 0W1")])
+    sim = validate(problem, [ops_from_text("0F0 0B0 0W0 0F1 0B1 0W1")])
     assert sim.metrics is not None
     assert sim.metrics.bubble_rate >= 0.0
     assert min(sim.metrics.idle_fraction) >= 0.0
