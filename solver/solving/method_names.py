@@ -10,6 +10,9 @@ from __future__ import annotations
 from ppsched.solver.generators import REGISTRY
 from ppsched.solver.generators.recompute import recompute_name, split_recompute
 from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.policies import (  # noqa: F401  (registers the PipeOffload schedules)
+    pipeoffload,
+)
 
 HEURISTIC = "heuristic"
 ILP = "ilp"

@@ -72,3 +72,13 @@ def test_torch_schedules_we_do_not_build_point_to_the_csv_route(name: str) -> No
 def test_an_unknown_name_lists_ours_and_torchs() -> None:
     with pytest.raises(ProfileError, match=r"got 'zb-h3'.*zb-h2.*ZBVZeroBubble"):
         resolve_method("zb-h3")
+
+
+def test_the_method_table_holds_both_registries() -> None:
+    """The generators register themselves and the PipeOffload schedules (in `policies`,
+    above the generators) are registered by the method table: both are listed."""
+    from ppsched.solver.generators import REGISTRY
+    from ppsched.solver.solving import methods
+
+    assert {"pipeoffload-full", "pipeoffload-selective", "zb-h1", "zb-v"} <= set(REGISTRY)
+    assert set(REGISTRY) <= set(methods())
