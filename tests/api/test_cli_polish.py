@@ -17,7 +17,9 @@ from ppsched.api import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+# The checkout first; a PYTHONPATH the caller set (a worktree's links) is kept after it.
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def ppsched(*args: str, cwd: Path | None = None, umask: int | None = None,
