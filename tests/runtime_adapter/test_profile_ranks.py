@@ -78,7 +78,7 @@ def test_torchrun_profiles_the_gpt_per_rank(tmp_path: Path) -> None:
     out = tmp_path / "profile.json"
     ran = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-         "2", "-m", "ppsched.runtime_adapter.profiler", "--ranks", "2",
+         "2", "-m", "ppsched.runtime_adapter.profile_cli", "--ranks", "2",
          "--model", "gpt", "--hidden", "32", "--seq", "16", "--microbatch-size", "2",
          "--layers-per-stage", "1", "--iters", "1", "-o", str(out)],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
