@@ -1,8 +1,8 @@
 """Run the README's command-line examples and keep what they print in `benchmarks/results/`.
 
 Each transcript is one command of the README, run here from the repository root through
-the real command line (`python -m api.cli`, shown as `ppsched`), with its output written
-to ``benchmarks/results/cli_NAME.md`` as a console block. The README shows those files
+the real command line (`python -m ppsched.api.cli`, shown as `ppsched`), with its output
+written to ``benchmarks/results/cli_NAME.md`` as a console block. The README shows those files
 between result markers (`python -m benchmarks.readme`), so every figure of an example is
 one this command printed. Run it after a change that moves a figure::
 
@@ -135,6 +135,11 @@ ALL = (*TRANSCRIPTS, *HTTP_TRANSCRIPTS)
 BY_NAME = {t.name: t for t in ALL}
 
 
+def _pythonpath() -> str:
+    """The checkout first; a PYTHONPATH the caller set (a worktree's links) kept after it."""
+    return os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+
+
 def run(transcript: Transcript) -> str:
     """Run one transcript's command; its console block (the file's content).
 
@@ -143,7 +148,7 @@ def run(transcript: Transcript) -> str:
     """
     for name in transcript.before:
         (ROOT / name).unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", "NO_COLOR": "1"}
+    env = {**os.environ, "PYTHONPATH": _pythonpath(), "COLUMNS": "120", "NO_COLOR": "1"}
     done = subprocess.run([sys.executable, "-m", "ppsched.api.cli", *shlex.split(transcript.args)],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if done.returncode != transcript.exit_code:
@@ -212,7 +217,7 @@ def _server() -> Iterator[str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
         probe.close()
-        env = {**os.environ, "PYTHONPATH": str(ROOT),
+        env = {**os.environ, "PYTHONPATH": _pythonpath(),
                "PPSCHED_DB_PATH": str(Path(folder) / "store.sqlite3")}
         log = (Path(folder) / "server.log").open("wb")
         process = subprocess.Popen([sys.executable, "-m", "ppsched.api.cli", "serve", "--port",

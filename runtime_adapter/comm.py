@@ -110,7 +110,3 @@ def decode_meta(header: torch.Tensor) -> tuple[torch.Size, torch.dtype]:
     values = header.tolist()
     ndim, code = int(values[0]), int(values[1])
     return torch.Size(int(x) for x in values[2:2 + ndim]), _DTYPES[code]
-
-
-def empty_meta(device: torch.device) -> torch.Tensor:
-    return torch.zeros(_HEADER_LEN, dtype=torch.int64, device=device)

@@ -257,59 +257,98 @@ class PipelineExecutor:
             ValueError: missing or wrongly sized microbatches or targets.
             PipelineTimeout: a wait took longer than ``timeout_s``.
         """
-        plan = self.plan
-        m = self.schedule.profile.num_microbatches
-        has_first = 0 in plan.stages
-        has_last = plan.num_stages - 1 in plan.stages
-        inputs = self._checked("microbatches", microbatches, m) if has_first else None
-        labels = self._checked("targets", targets, m) if has_last else None
+        inputs, labels = self._step_inputs(microbatches, targets)
+        if not self._in_meta:
+            self._handshake(inputs[0] if inputs is not None else None)
+        self._start_step(accumulate=accumulate, loss_scale=loss_scale)
+        if record:
+            self._align_clocks()
+        state = _StepState()
+        records, reducing = self._walk_ops(state, inputs, labels, record=record, sync=sync)
+        self._drain(state, reducing, sync=sync)
+        return StepResult(self._step_loss(), records)
+
+    # The step's phases.
+
+    def _step_inputs(self, microbatches: Sequence[torch.Tensor] | None,
+                     targets: Sequence[torch.Tensor] | None,
+                     ) -> tuple[list[Value] | None, list[Value] | None]:
+        """The step's microbatches (on the rank of stage 0) and targets (on the rank of
+        the last stage), checked and moved to the device; None on the other ranks."""
+        plan, m = self.plan, self.schedule.profile.num_microbatches
+        inputs = self._checked("microbatches", microbatches, m) if 0 in plan.stages else None
+        labels = (self._checked("targets", targets, m)
+                  if plan.num_stages - 1 in plan.stages else None)
         if inputs is not None:
             layout = flatten(inputs[0], "microbatches")[0]
             if self._input_meta is not None and layout != self._input_meta:
                 raise ValueError(f"invalid 'microbatches': got {_describe(layout)}; expected "
                                  f"{_describe(self._input_meta)} as in the first step")
             self._input_meta = layout
-        if not self._in_meta:
-            self._handshake(inputs[0] if inputs is not None else None)
+        return inputs, labels
+
+    def _start_step(self, *, accumulate: bool, loss_scale: float) -> None:
+        """Clear the gradients (unless accumulating) and the losses; set the loss scale."""
         for runner in self.runners.values():
             if not accumulate:
                 for p in runner.module.parameters():
                     p.grad = None
             runner.losses.clear()
             runner.loss_scale = loss_scale
-        if record:
-            work = dist.all_reduce(torch.zeros(1, device=self.device), group=self.group,
-                                   async_op=True)
-            wait(work, time.monotonic() + self.timeout_s, f"rank {self.rank} at the "
-                 "barrier that starts a recorded step")
+
+    def _align_clocks(self) -> None:
+        """A barrier, so that the ranks' recorded times share one start."""
+        work = dist.all_reduce(torch.zeros(1, device=self.device), group=self.group,
+                               async_op=True)
+        wait(work, time.monotonic() + self.timeout_s, f"rank {self.rank} at the "
+             "barrier that starts a recorded step")
+
+    def _walk_ops(self, state: _StepState, inputs: list[Value] | None,
+                  labels: list[Value] | None, *, record: bool, sync: bool,
+                  ) -> tuple[list[OpRecord], list[tuple[Any, nn.Parameter]]]:
+        """Run this rank's ops in order: post, receive, compute, queue the sends, and
+        start each parameter's data-parallel reduction after its last W. Returns the ops'
+        records (when `record`) and the reductions started."""
+        plan = self.plan
+        synchronize = record and self.device.type == "cuda"
         t0 = time.perf_counter()
         records: list[OpRecord] = []
-        state = _StepState()
         reducing: list[tuple[Any, nn.Parameter]] = []
         for i, op in enumerate(plan.ops):
             needed = plan.needs[i]
             self._post(state, needed, op)
             received = self._receive(state, needed, op) if needed is not None else None
-            if record and self.device.type == "cuda":
+            if synchronize:
                 torch.cuda.synchronize(self.device)
             start = time.perf_counter()
             produced = self._compute(op, received, inputs, labels, state)
-            if record and self.device.type == "cuda":
+            if synchronize:
                 torch.cuda.synchronize(self.device)
             if record:
                 records.append(OpRecord(op.kind, op.stage, op.microbatch, start - t0,
                                         time.perf_counter() - t0))
-            for msg in plan.sends[i]:
-                # A gradient of no tensors: the stage's input had none in floating point.
-                assert produced is not None or msg.kind == "gradient", f"{op} sends {msg}"
-                tensors = ([] if produced is None else
-                           flatten(produced, "output")[1] if msg.kind == "activation"
-                           else [produced] if isinstance(produced, torch.Tensor)
-                           else list(produced))
-                state.to_send.append((msg, [t.contiguous() for t in tensors]))
+            self._queue_sends(state, i, op, produced)
             state.reap()
             if sync and self.dp_group is not None and i in self._reduce_after:
                 reducing += self._start_reduction(self._reduce_after[i])
+        return records, reducing
+
+    def _queue_sends(self, state: _StepState, i: int, op: Op, produced: Any) -> None:
+        """Queue what op `i` produced for the ranks that receive it (posted before the
+        next op, `_post`)."""
+        for msg in self.plan.sends[i]:
+            # A gradient of no tensors: the stage's input had none in floating point.
+            assert produced is not None or msg.kind == "gradient", f"{op} sends {msg}"
+            tensors = ([] if produced is None else
+                       flatten(produced, "output")[1] if msg.kind == "activation"
+                       else [produced] if isinstance(produced, torch.Tensor)
+                       else list(produced))
+            state.to_send.append((msg, [t.contiguous() for t in tensors]))
+
+    def _drain(self, state: _StepState, reducing: list[tuple[Any, nn.Parameter]], *,
+               sync: bool) -> None:
+        """After the last op: post the last sends, wait for every send, then finish the
+        gradient reductions (when `sync`)."""
         self._post(state, None)
         deadline = time.monotonic() + self.timeout_s
         for msg, (works, _) in state.sending.items():
@@ -319,12 +358,16 @@ class PipelineExecutor:
         assert not state.posted, f"received but unused: {list(state.posted)}"
         if sync:
             self._finish_reductions(reducing, deadline)
-        loss = None
-        if has_last:
-            losses = self.runners[plan.num_stages - 1].losses
-            # One host read per step, after all the work was queued.
-            loss = float(torch.stack([losses[j] for j in range(m)]).double().mean())
-        return StepResult(loss, records)
+
+    def _step_loss(self) -> float | None:
+        """The mean of the microbatches' losses on the last stage's rank; None elsewhere."""
+        last = self.plan.num_stages - 1
+        if last not in self.plan.stages:
+            return None
+        losses = self.runners[last].losses
+        # One host read per step, after all the work was queued.
+        m = self.schedule.profile.num_microbatches
+        return float(torch.stack([losses[j] for j in range(m)]).double().mean())
 
     def _start_reduction(self, params: list[nn.Parameter]) -> list[tuple[Any, nn.Parameter]]:
         """Start the data-parallel sums of `params`' gradients (their last W has run)."""

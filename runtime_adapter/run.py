@@ -11,9 +11,9 @@ unit-time profile (``--method``). Every rank builds the example model from one s
 keeps its stages. ``--check`` compares the first step's loss and gradients with the
 unpipelined model; ``--trace``/``--report`` record the last step and write the measured
 Chrome trace and the predicted-vs-measured report (meaningful when the schedule's profile
-was measured in ms, e.g. by ``python -m runtime_adapter.profiler``). ``--engine torch``
-runs the schedule in torch.distributed.pipelining's runtime instead of our executor
-(`runtime_adapter.engines`); it records no per-op times.
+was measured in ms, e.g. by ``python -m ppsched.runtime_adapter.profile_cli``).
+``--engine torch`` runs the schedule in torch.distributed.pipelining's runtime instead of
+our executor (`runtime_adapter.engines`); it records no per-op times.
 """
 
 from __future__ import annotations

@@ -71,9 +71,6 @@ class SolverPool:
     def ready(self) -> bool:
         return self._idle is not None
 
-    def pids(self) -> list[int]:
-        return [w.process.pid for w in self._all if w.process.pid is not None]
-
     def start(self) -> None:
         self._idle = asyncio.Queue()
         for _ in range(self.workers):

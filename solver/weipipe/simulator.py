@@ -34,7 +34,7 @@ from typing import Any
 
 from ppsched.solver.model.errors import ScheduleInvalid, Violation
 from ppsched.solver.weipipe.profile import WeiPipeProfile
-from ppsched.solver.weipipe.schedules import GRAD_KINDS, SCHEDULES, Program, WOp, build_program
+from ppsched.solver.weipipe.schedules import GRAD_KINDS, Program, WOp, build_program
 
 _STREAM = {"F": "F", "B": "B", "BW": "B", "W": "W"}
 
@@ -245,8 +245,3 @@ def _require(seen: dict[tuple[str, int, int, int], tuple[int, int]],
                 "deadlock", f"{name} at step {seen[key][0]} runs before "
                 f"{WOp(*dep).cell()} (step {seen[dep][0]}) it depends on",
                 position=seen[key][0]))
-
-
-def method_summaries() -> dict[str, str]:
-    """WeiPipe method name -> one-line description."""
-    return {name: summary for name, (_, summary) in SCHEDULES.items()}

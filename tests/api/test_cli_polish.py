@@ -13,11 +13,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from ppsched.api import cli
+from ppsched.api.cli import output
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+# The checkout first; a PYTHONPATH the caller set (a worktree's links) is kept after it.
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def ppsched(*args: str, cwd: Path | None = None, umask: int | None = None,
@@ -152,7 +154,7 @@ def test_a_long_solve_prints_progress_lines_until_it_ends() -> None:
         if len(lines) >= 2:
             two_ticks.set()
 
-    with cli._progress("solving x", stream=emit, after=0.0, every=0.001):
+    with output.progress("solving x", stream=emit, after=0.0, every=0.001):
         # The "solve" lasts until the ticker has spoken twice: a state, not a duration.
         assert two_ticks.wait(60)
     assert all(line.startswith("ppsched: solving x: ") and line.endswith(" s")
@@ -163,7 +165,7 @@ def test_a_long_solve_prints_progress_lines_until_it_ends() -> None:
 
 def test_a_short_solve_prints_no_progress() -> None:
     lines: list[str] = []
-    with cli._progress("solving x", stream=lines.append, after=3600.0, every=1.0):
+    with output.progress("solving x", stream=lines.append, after=3600.0, every=1.0):
         pass
     assert lines == []
 

@@ -78,11 +78,12 @@ def test_torchrun_profiles_the_gpt_per_rank(tmp_path: Path) -> None:
     out = tmp_path / "profile.json"
     ran = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-         "2", "-m", "ppsched.runtime_adapter.profiler", "--ranks", "2",
+         "2", "-m", "ppsched.runtime_adapter.profile_cli", "--ranks", "2",
          "--model", "gpt", "--hidden", "32", "--seq", "16", "--microbatch-size", "2",
          "--layers-per-stage", "1", "--iters", "1", "-o", str(out)],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
     assert ran.returncode == 0, ran.stderr[-2000:]
     profile = json.loads(out.read_text())
     assert profile["num_ranks"] == 2 and len(profile["t_f"]) == 2

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from ppsched.api.service.deps import State
 from ppsched.api.service.schemas import Health
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["operations"])
 
 
@@ -39,7 +42,11 @@ def metrics(state: State) -> Response:
 
 
 def _store_ok(state: State) -> bool:
+    """Whether the store answers; when it does not, the reason is logged (readiness
+    reports only "down")."""
     try:
         return state.store.ping()
-    except Exception:
+    except Exception as exc:  # any failure of the store means "not ready", never a 500
+        log.warning("readiness: the store (%s) does not answer: %s: %s",
+                    state.store.description, type(exc).__name__, exc)
         return False

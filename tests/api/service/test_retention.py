@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ppsched.api.service.store import SqliteStore, Store
-from ppsched.api.service.store_pg import PostgresStore
+from ppsched.api.service.store import PostgresStore, SqliteStore, Store
 
 from tests.api.service.conftest import EASY
 from tests.api.service.postgres import PostgresServer, wait_until

@@ -1,7 +1,6 @@
-"""`ppsched sweep GRID.yaml`: the command-line front of the sweep package.
+"""`ppsched sweep GRID.yaml`: the command-line front of the sweep engine (api/sweep/).
 
-`add_sweep_parser` is the one hook `api/cli.py` calls; the heavy imports (Dask, rich,
-matplotlib, pyarrow) happen only when a sweep runs.
+The heavy imports (Dask, rich, matplotlib, pyarrow) happen only when a sweep runs.
 """
 
 from __future__ import annotations
@@ -11,11 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ppsched.api.cli.output import EXIT_INTERRUPTED, EXIT_USAGE
 from ppsched.solver.model import ProfileError
 
-EXIT_USAGE = 2
-EXIT_LOST = 1
-EXIT_INTERRUPTED = 130
+EXIT_LOST = 1  # rows lost to failed workers (a rerun runs them)
 
 
 def add_sweep_parser(sub: Any) -> None:

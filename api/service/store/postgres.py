@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
-from ppsched.api.service.store import SCHEMA, Run, Store, StoreSettingError
+from ppsched.api.service.store.base import SCHEMA, Store, StoreSettingError
 
 log = logging.getLogger(__name__)
 # Any constant: replicas starting at once take it so that only one creates the tables
@@ -48,25 +48,17 @@ class PostgresStore(Store):
                                     f" ({reason}); accepted: the URL of a running "
                                     "PostgreSQL server") from None
 
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+    def _execute(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
+        # The shared SQL uses `?`; psycopg's placeholder is `%s` (no SQL here has either
+        # character in a literal).
+        cursor = self._db.execute(sql.replace("?", "%s"), tuple(params))
+        rows = cursor.fetchall() if cursor.description is not None else []
+        return rows, cursor.rowcount
 
-    @contextmanager
-    def _session(self, transaction: bool = False) -> Iterator[Run]:
-        def run(sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
-            # The shared SQL uses `?`; psycopg's placeholder is `%s` (no SQL here has either
-            # character in a literal).
-            cursor = self._db.execute(sql.replace("?", "%s"), tuple(params))
-            rows = cursor.fetchall() if cursor.description is not None else []
-            return rows, cursor.rowcount
+    def _transaction(self) -> AbstractContextManager[object]:
+        return self._db.transaction()
 
-        with self._lock:
-            if self._db.closed or self._db.broken:  # the server restarted: connect again
-                log.warning("store connection lost; reconnecting to %s", self.description)
-                self._db = self._connect()
-            if not transaction:
-                yield run
-                return
-            with self._db.transaction():
-                yield run
+    def _check_connection(self) -> None:
+        if self._db.closed or self._db.broken:  # the server restarted: connect again
+            log.warning("store connection lost; reconnecting to %s", self.description)
+            self._db = self._connect()

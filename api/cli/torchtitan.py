@@ -8,6 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ppsched.api.cli.options import (
+    KEEP,
+    layouts,
+    memory_limit,
+    positive_int,
+    with_memory_limit,
+)
+from ppsched.api.cli.output import summary, write_atomically
 from ppsched.solver.integrations import (
     recipe_json,
     recipe_toml,
@@ -24,21 +32,19 @@ JSON_NAME = "torchtitan.json"
 
 def add_torchtitan_parser(sub: Any) -> None:
     """Register the `torchtitan` sub-command on the `ppsched` parser's sub-parsers."""
-    from ppsched.api.cli import _KEEP, _layouts, _memory_limit, _positive_int  # cli imports this
-
     p = sub.add_parser("torchtitan", help="solve and write the CSV plus the torchtitan "
                        "settings that must match it")
     p.add_argument("profile", help="profile JSON (DESIGN.md section 2)")
     p.add_argument("-m", "--method", default=HEURISTIC,
                    help=f"{HEURISTIC} (default) or a named schedule, ours or torch's")
-    p.add_argument("--memory-limit", metavar="X", type=_memory_limit, default=_KEEP,
+    p.add_argument("--memory-limit", metavar="X", type=memory_limit, default=KEEP,
                    help="override the profile's memory_limit: a number, or 'none'")
-    p.add_argument("--layouts", metavar="LIST", type=_layouts, default=(),
+    p.add_argument("--layouts", metavar="LIST", type=layouts, default=(),
                    help="ways the model may be cut (see `ppsched solve --help`)")
-    p.add_argument("--layers", metavar="N", type=_positive_int,
+    p.add_argument("--layers", metavar="N", type=positive_int,
                    help="the model's transformer layers: sets "
                    "pipeline_parallel_layers_per_stage and shows torchtitan's split")
-    p.add_argument("--local-batch-size", metavar="B", type=_positive_int,
+    p.add_argument("--local-batch-size", metavar="B", type=positive_int,
                    help="samples per data-parallel rank and step: sets the microbatch "
                    "size B / m")
     p.add_argument("-o", "--output", metavar="DIR", required=True,
@@ -48,8 +54,6 @@ def add_torchtitan_parser(sub: Any) -> None:
 
 
 def run_torchtitan(args: argparse.Namespace) -> int:
-    from ppsched.api.cli import _KEEP, _with_limit, summary, write_atomically
-
     folder = Path(args.output)
     if args.mkdir:
         try:
@@ -60,9 +64,7 @@ def run_torchtitan(args: argparse.Namespace) -> int:
     elif not folder.is_dir():
         raise ProfileError("--output", args.output, "an existing folder (create it or pass "
                            "--mkdir)")
-    profile = load_profile(args.profile)
-    if args.memory_limit is not _KEEP:
-        profile = _with_limit(profile, args.memory_limit)
+    profile = with_memory_limit(load_profile(args.profile), args.memory_limit)
     schedule = solve(profile, args.method, layouts=args.layouts)
     recipe = torchtitan_recipe(schedule, layers=args.layers,
                                local_batch_size=args.local_batch_size)

@@ -1,26 +1,18 @@
-"""The store: schedules (content-addressed JSON) and jobs, so results and jobs survive a
-restart of the service and replicas share one job queue.
-
-`Store` holds the SQL, written once in the dialect SQLite and PostgreSQL share (`?`
-placeholders, `ON CONFLICT ... DO UPDATE`); a back end supplies a session that runs it.
-`SqliteStore` (one embedded file, the default) is here; `store_pg.PostgresStore` is used
-when ``PPSCHED_DATABASE_URL`` names a PostgreSQL server. `open_store` picks one.
+"""The store's common part: the SQL over schedules, jobs and leases, written once in the
+dialect SQLite and PostgreSQL share (`?` placeholders, `ON CONFLICT ... DO UPDATE`), and
+the session that runs it under one connection's lock. A back end (`sqlite.py`,
+`postgres.py`) supplies the connection: how a statement runs and how a transaction opens.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ppsched.api.service.config import Settings
+from typing import Any
 
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 FINAL_STATUSES = ("done", "failed", "cancelled")
@@ -65,16 +57,38 @@ class JobRecord:
 
 
 class Store:
-    """Schedules, jobs and leases over a back end's `_session` (each call is a few
-    milliseconds, made from the event loop's thread or a helper thread)."""
+    """Schedules, jobs and leases over a back end's connection `_db`, one session at a
+    time under `_lock` (each call is a few milliseconds, made from the event loop's thread
+    or a helper thread)."""
 
     description = "store"
+    _db: Any
+    _lock: threading.Lock
 
-    def _session(self, transaction: bool = False) -> AbstractContextManager[Run]:
+    def _execute(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
+        """Run one statement of the shared SQL on `_db`: (its rows, its row count)."""
         raise NotImplementedError
+
+    def _transaction(self) -> AbstractContextManager[object]:
+        """A transaction on `_db`: committed when the block ends, rolled back if it raises."""
+        raise NotImplementedError
+
+    def _check_connection(self) -> None:
+        """Called under the lock before each session (a back end may reconnect here)."""
 
     def close(self) -> None:
-        raise NotImplementedError
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _session(self, transaction: bool = False) -> Iterator[Run]:
+        with self._lock:
+            self._check_connection()
+            if not transaction:
+                yield self._execute
+                return
+            with self._transaction():
+                yield self._execute
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[tuple[Any, ...]], int]:
         with self._session() as run:
@@ -220,69 +234,6 @@ class Store:
             marks = ", ".join("?" * len(batch))
             removed += self._one(f"DELETE FROM schedules WHERE id IN ({marks})", batch)[1]
         return max(removed, 0)
-
-
-class SqliteStore(Store):
-    """The embedded store: one SQLite file, one connection serialised by a lock."""
-
-    def __init__(self, path: Path) -> None:
-        path = Path(path)
-        if str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.description = f"SQLite {path}"
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._lock = threading.Lock()
-        with self._session(transaction=True) as run:
-            for statement in SCHEMA:
-                run(statement, ())
-            columns = {row[1] for row in run("PRAGMA table_info(jobs)", ())[0]}
-            if "ends" not in columns:  # a store written by an older version
-                run("ALTER TABLE jobs ADD COLUMN ends INTEGER NOT NULL DEFAULT 0", ())
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    @contextmanager
-    def _session(self, transaction: bool = False) -> Iterator[Run]:
-        def run(sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
-            cursor = self._db.execute(sql, tuple(params))
-            return cursor.fetchall(), cursor.rowcount
-
-        with self._lock:
-            if not transaction:
-                yield run
-                return
-            # BEGIN IMMEDIATE takes the write lock at once: two replicas cannot both claim.
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield run
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-
-def open_store(settings: Settings) -> Store:
-    """PostgreSQL when `database_url` is set, else the SQLite file at `db_path`.
-
-    Raises:
-        StoreSettingError: `database_url` is not a postgresql:// URL.
-    """
-    url = settings.database_url
-    if not url:
-        return SqliteStore(settings.db_path)
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise StoreSettingError(f"PPSCHED_DATABASE_URL: {url.split(':', 1)[0]!r} is not a "
-                                "database this service can use; accepted: a "
-                                "postgresql://user@host:port/dbname URL, or unset for SQLite")
-    from ppsched.api.service.store_pg import PostgresStore
-
-    return PostgresStore(url)
 
 
 def _job(row: Sequence[Any]) -> JobRecord:
