@@ -181,10 +181,9 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
         schedule = _solve_in_order(permuted(profile, order), ILP, objective, exact,
                                    on_progress, layouts)
         assert schedule.solver is not None
-        scope = getattr(schedule.solver, "bound_scope", None)
+        scope = schedule.solver.bound_scope
         if scope != SCOPE_ALL:
-            schedule.solver.bound_scope = (  # type: ignore[attr-defined]
-                f"{scope}, in this microbatch_order")
+            schedule.solver.bound_scope = f"{scope}, in this microbatch_order"
     # Echo the profile as given (input order) and say which input microbatch each is.
     schedule.profile = permuted(schedule.profile, inverse(order))
     schedule.microbatch_order = list(order) if list(order) != sorted(order) else None
@@ -264,7 +263,7 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
             status="feasible" if fb_scope and status == "optimal" else status,
             objective=objective, bound=relaxed or None)
     assert schedule.solver is not None
-    schedule.solver.bound_scope = SCOPE_ALL  # type: ignore[attr-defined]
+    schedule.solver.bound_scope = SCOPE_ALL
     # The whole solve: search, exact refinement, the final simulation and the wrapping.
     schedule.solver.wall_s = time.perf_counter() - began
     if refined is not None:
@@ -277,8 +276,7 @@ def _solve_in_order(profile: Profile, method: str, objective: str,
             info.bound = max(info.bound, min(refined.bound, value))  # finish() checked it
             info.gap = (value - info.bound) / value if value > 0 else 0.0
             general = schedule.metrics.lower_bound if schedule.metrics else 0.0
-            info.bound_scope = (SCOPE_ALL  # type: ignore[attr-defined]
-                                if info.bound <= general else refined.scope)
+            info.bound_scope = SCOPE_ALL if info.bound <= general else refined.scope
         info.backend = refined.backend
         # The window search keeps no order family: the FIFO flag says nothing there.
         info.fifo = (exact or ExactOptions()).fifo if refined.backend != "lns" else None
