@@ -31,7 +31,9 @@ from ppsched.solver.exact.lns import WINDOW_SECONDS, solve_lns
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.profile import Profile, load_profile
-from ppsched.solver.solving.entry import LNS_MIN_OPS, default_layouts, heuristic_orders, layout_name
+from ppsched.solver.solving.layouts import default_layouts, layout_name
+from ppsched.solver.solving.pipeline import heuristic_orders
+from ppsched.solver.solving.refine import LNS_MIN_OPS
 
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table

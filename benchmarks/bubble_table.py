@@ -24,7 +24,8 @@ from pathlib import Path
 
 from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.model.schedule import Schedule
-from ppsched.solver.solving.entry import parse_layouts, solve
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.layouts import parse_layouts
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ppsched.solver.exact.cpsat import solve_cpsat_phased
 from ppsched.solver.model.profile import load_profile
-from ppsched.solver.solving.entry import heuristic_orders
+from ppsched.solver.solving.pipeline import heuristic_orders
 
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table

@@ -27,7 +27,7 @@ from ppsched.solver.exact.cpsat import solve_cpsat_phased
 from ppsched.solver.exact.memory_relaxation import relaxation_runs
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.profile import load_profile
-from ppsched.solver.solving.entry import heuristic_orders
+from ppsched.solver.solving.pipeline import heuristic_orders
 
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table

@@ -25,7 +25,8 @@ from ppsched.solver.model.profile import Profile, load_profile, parse_profile
 from ppsched.solver.model.schedule import Schedule
 from ppsched.solver.policies.fit import count_policies
 from ppsched.solver.sim.simulator import validate
-from ppsched.solver.solving.entry import Layout, layout_name, solve
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.layouts import Layout, layout_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"

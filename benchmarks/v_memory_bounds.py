@@ -28,7 +28,7 @@ from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
-from ppsched.solver.solving.entry import heuristic_orders
+from ppsched.solver.solving.pipeline import heuristic_orders
 
 from benchmarks.markdown_table import markdown_table
 
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             "the larger, which holds over every valid V schedule; `best named V schedule`: "
             "the cheapest of the named V schedules (ZB-V, V-Half, V-Min, DualPipe-V) that "
             "fits the limit; `V heuristic`: the V search's cost "
-            "(`ppsched.solver.solving.entry.heuristic_orders`).\n\n"
+            "(`ppsched.solver.solving.pipeline.heuristic_orders`).\n\n"
             "The gpt14.6b-p16-m48 profile is derived from the paper's configurations, not "
             f"measured.\n\n{table}")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from ppsched.solver.generators import get_generator
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
-from ppsched.solver.solving.entry import heuristic_orders
+from ppsched.solver.solving.pipeline import heuristic_orders
 
 ROOT = Path(__file__).resolve().parent.parent
 DERIVED = ("gpt6.2b", "gpt14.6b")

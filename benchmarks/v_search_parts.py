@@ -37,7 +37,7 @@ from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.ops import Orders
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.solving.entry import heuristic_orders
+from ppsched.solver.solving.pipeline import heuristic_orders
 
 from benchmarks.markdown_table import markdown_table
 

@@ -32,13 +32,14 @@ from ppsched.solver.exact.frame import (
 )
 from ppsched.solver.exact.frame import seed as seed_model
 from ppsched.solver.model.bounds import lower_bound
-from ppsched.solver.model.ops import Op
+from ppsched.solver.model.ops import Kind, Op
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.simulator import simulate
 
 log = logging.getLogger(__name__)
 
-KINDS = ("F", "B", "W")
+KINDS: tuple[Kind, ...] = ("F", "B", "W")
+F_ONLY: tuple[Kind, ...] = ("F",)
 
 
 @dataclass
@@ -69,26 +70,42 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
             (`solver.cpsat_tight`; one chunk per rank), for limits below 1F1B's memory.
     """
     model = cp_model.CpModel()
-    S, m = problem.num_stages, problem.num_microbatches
-    # Each microbatch its own durations and latencies (DESIGN.md 6.2).
-    duration = {"F": scaled.f_mb, "B": scaled.b_mb, "W": scaled.w_mb}
     first = first_start_ticks(problem, scaled)
+    start, end = _intervals(model, problem, scaled, first, upper_ticks, objective)
+    _precedences(model, problem, scaled, start, end, first, fifo)
+    _memory(model, problem, scaled, start, end, tight)
+    goal = _objective(model, problem, scaled, end, first, upper_ticks, objective, fifo,
+                      bound_cut)
+    if tight:
+        add_order_literals(model, problem, scaled, start, goal, first, hint_ticks,
+                           objective, fifo)
+    model.minimize(goal)
+    _hints(model, start, hint_ticks, goal, upper_ticks)
+    return Model(model, start, goal, scaled)
+
+
+_Ends = dict[Op, cp_model.LinearExpr]
+
+
+def _intervals(model: cp_model.CpModel, problem: Problem, scaled: Scaled, first: list[int],
+               upper_ticks: int, objective: str) -> tuple[dict[Op, cp_model.IntVar], _Ends]:
+    """Intervals: one per op, each microbatch its own duration (DESIGN.md 6.2), no
+    overlap per rank. Returns each op's start variable and end expression."""
     rank_of = problem.stage_to_rank
+    duration = {"F": scaled.f_mb, "B": scaled.b_mb, "W": scaled.w_mb}
     # Every op of rank r lies in [first[r], first[r] + upper] for the cost objective, and
     # in [0, upper] for the makespan (rank 0 starts at 0).
     window = [(f, f + upper_ticks) if objective == "cost" else (0, upper_ticks)
               for f in first]
-
-    # Intervals.
     start: dict[Op, cp_model.IntVar] = {}
-    end: dict[Op, cp_model.LinearExpr] = {}
+    end: _Ends = {}
     intervals: list[list[cp_model.IntervalVar]] = [[] for _ in range(problem.num_ranks)]
     for kind in KINDS:
-        for s in range(S):
+        for s in range(problem.num_stages):
             lo, hi = window[rank_of[s]]
-            for j in range(m):
+            for j in range(problem.num_microbatches):
                 d = duration[kind][s][j]
-                op = Op(kind, s, j)  # type: ignore[arg-type]
+                op = Op(kind, s, j)
                 var = model.new_int_var(lo, max(lo, hi - d), f"start_{kind}_{s}_{j}")
                 start[op] = var
                 end[op] = var + d
@@ -96,8 +113,15 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
                     model.new_fixed_size_interval_var(var, d, f"{kind}_{s}_{j}"))
     for rank_intervals in intervals:
         model.add_no_overlap(rank_intervals)
+    return start, end
 
-    # Precedences (DESIGN.md section 3), with the latency across ranks.
+
+def _precedences(model: cp_model.CpModel, problem: Problem, scaled: Scaled,
+                 start: dict[Op, cp_model.IntVar], end: _Ends, first: list[int],
+                 fifo: bool) -> None:
+    """Precedences (DESIGN.md section 3), with the latency across ranks; the microbatch
+    orders; the precedences memory forces; each rank's first start."""
+    S, m = problem.num_stages, problem.num_microbatches
     for s in range(S):
         for j in range(m):
             if s > 0:
@@ -111,10 +135,10 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
             model.add(start[Op("W", s, j)] >= end[Op("B", s, j)])
     # Microbatch order per stage: for F always (it fixes each rank's first op and breaks
     # the symmetry of identical microbatches); for B and W only in the FIFO model.
-    for kind in KINDS if fifo else ("F",):
+    for kind in KINDS if fifo else F_ONLY:
         for s in range(S):
             for j in range(m - 1):
-                model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])  # type: ignore[arg-type]
+                model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])
     # Precedences the memory limit forces in FIFO order (valid cuts; see the function).
     if fifo and problem.uniform_microbatches:  # derived from one m_b per stage
         for before_op, f_op in memory_precedences(problem, scaled):
@@ -123,7 +147,11 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     for r, stages in enumerate(problem.rank_to_stages):
         model.add(start[Op("F", min(stages), 0)] == first[r])
 
-    # Memory: F holds m_b from its start; B gives back m_b - m_w at its end, W the rest.
+
+def _memory(model: cp_model.CpModel, problem: Problem, scaled: Scaled,
+            start: dict[Op, cp_model.IntVar], end: _Ends, tight: bool) -> None:
+    """Memory: F holds m_b from its start; B gives back m_b - m_w at its end, W the rest
+    (a reservoir per rank with a limit)."""
     for r, stages in enumerate(problem.rank_to_stages):
         limit = scaled.limit[r]
         if limit is None:
@@ -133,13 +161,20 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
             continue  # the order literals' rule at each F is exact: peaks are at Fs
         times, changes = [], []
         for s in stages:
-            for j in range(m):
+            for j in range(problem.num_microbatches):
                 times += [start[Op("F", s, j)], end[Op("B", s, j)], end[Op("W", s, j)]]
                 m_b, m_w = scaled.m_b_mb[s][j], scaled.m_w_mb[s][j]
                 changes += [m_b, m_w - m_b, -m_w]
         model.add_reservoir_constraint(times, changes, 0, limit)
 
-    # Objective.
+
+def _objective(model: cp_model.CpModel, problem: Problem, scaled: Scaled, end: _Ends,
+               first: list[int], upper_ticks: int, objective: str, fifo: bool,
+               bound_cut: bool) -> cp_model.IntVar:
+    """Objective: the goal variable, at least each rank's span (or the makespan), and
+    optionally at least the proven lower bound. Returns it (not yet minimised)."""
+    S, m = problem.num_stages, problem.num_microbatches
+    rank_of = problem.stage_to_rank
     goal = model.new_int_var(0, upper_ticks, objective)
     last_ops = [Op("W", s, j) for s in range(S) for j in (range(m) if not fifo else [m - 1])]
     for op in last_ops:
@@ -150,16 +185,15 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     if bound_cut:
         floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
         model.add(goal >= math.floor(floor + 1e-6))
-    if tight:
-        add_order_literals(model, problem, scaled, start, goal, first, hint_ticks,
-                           objective, fifo)
-    model.minimize(goal)
+    return goal
 
-    # Hints.
+
+def _hints(model: cp_model.CpModel, start: dict[Op, cp_model.IntVar],
+           hint_ticks: dict[Op, int], goal: cp_model.IntVar, upper_ticks: int) -> None:
+    """Hints: the hint's start of every op, and its objective."""
     for op, var in start.items():
         model.add_hint(var, hint_ticks[op])
     model.add_hint(goal, upper_ticks)
-    return Model(model, start, goal, scaled)
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
@@ -215,10 +249,10 @@ def _solver(time_limit_s: float, workers: int, seed: int | None,
     if deterministic_s is not None:
         solver.parameters.max_deterministic_time = max(0.01, deterministic_s)
         solver.parameters.max_time_in_seconds = 100 * deterministic_s + 60  # a safety net
-    # Measured (benchmarks/cpsat_formulations.py): expanding each reservoir into ordering
-    # literals costs seconds of presolve probing per rank and found no solution in 10 s;
-    # the propagator on start times with the heuristic's hint and the lower-bound cut
-    # proves the FIFO optimum of the paper's configurations in well under a second.
+    # The reservoirs stay constraints on start times, propagated as they are, rather than
+    # expanded into ordering literals (a quadratic number per rank); the hint and the
+    # lower-bound cut then do the work. A design choice, not backed by a committed
+    # benchmark comparing the two formulations.
     solver.parameters.expand_reservoir_constraints = False
     return solver
 

@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -39,14 +39,17 @@ from ppsched.solver.exact.frame import (
     split_fused,
 )
 from ppsched.solver.model.bounds import lower_bound
-from ppsched.solver.model.ops import Op, lane_of
+from ppsched.solver.model.ops import Kind, Op, lane_of
 from ppsched.solver.model.policy_fields import policy_fields
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.simulator import simulate
 
 log = logging.getLogger(__name__)
 
-_COMPUTE = ("F", "B", "W")
+_COMPUTE: tuple[Kind, ...] = ("F", "B", "W")
+_F_ONLY: tuple[Kind, ...] = ("F",)
+_POLICY: tuple[Kind, ...] = ("R", "O", "L")
+_ALL: tuple[Kind, ...] = (*_COMPUTE, *_POLICY)
 
 
 @dataclass(frozen=True)
@@ -109,44 +112,66 @@ class PolicyModel:
     objective: cp_model.IntVar
 
 
+_Starts = dict[Op, cp_model.IntVar]
+_Ends = dict[Op, cp_model.LinearExpr]
+_Present = dict[Op, cp_model.IntVar]
+
+
 def build_policy_model(problem: Problem, scaled: Scaled, ticks: PolicyTicks,
                        hint_ticks: dict[Op, int], upper_ticks: int, objective: str = "cost",
                        fifo: bool = True) -> PolicyModel:
     """The CP-SAT model of `problem` with a policy per activation."""
     model = cp_model.CpModel()
-    S, m = problem.num_stages, problem.num_microbatches
-    rank_of = problem.stage_to_rank
     first = first_start_ticks(problem, scaled)
+    present = _policies(model, problem)
+    start, end = _intervals(model, problem, scaled, ticks, present, first, upper_ticks,
+                            objective)
+    _precedences(model, problem, scaled, start, end, present, first, fifo)
+    _memory(model, problem, scaled, ticks, start, end, present)
+    goal = _objective(model, problem, scaled, end, first, upper_ticks, objective, fifo)
+    model.minimize(goal)
+    _hints(model, start, present, hint_ticks, goal, upper_ticks)
+    return PolicyModel(model, start, present, goal)
+
+
+def _policies(model: cp_model.CpModel, problem: Problem) -> _Present:
+    """Policies: per (stage, microbatch) whether its R exists (recompute) and whether its
+    O and L do (offload, one literal for both); at most one of the two."""
+    pf = policy_fields(problem)
+    present: _Present = {}
+    for s in range(problem.num_stages):
+        for j in range(problem.num_microbatches):
+            if pf.can_recompute:
+                present[Op("R", s, j)] = model.new_bool_var(f"recompute_{s}_{j}")
+            if pf.can_offload:
+                off = model.new_bool_var(f"offload_{s}_{j}")
+                present[Op("O", s, j)] = off
+                present[Op("L", s, j)] = off
+            if pf.can_recompute and pf.can_offload:
+                model.add(present[Op("R", s, j)] + present[Op("O", s, j)] <= 1)
+    return present
+
+
+def _intervals(model: cp_model.CpModel, problem: Problem, scaled: Scaled,
+               ticks: PolicyTicks, present: _Present, first: list[int], upper_ticks: int,
+               objective: str) -> tuple[_Starts, _Ends]:
+    """Intervals: every compute op on its rank's lane, each R too (optional), each O and L
+    (optional) on its copy lane; no overlap per lane."""
+    rank_of = problem.stage_to_rank
     window = [(f, f + upper_ticks) if objective == "cost" else (0, upper_ticks)
               for f in first]
     duration = {"F": scaled.f, "B": scaled.b, "W": scaled.w, "R": ticks.r,
                 "O": ticks.offload, "L": ticks.reload}
     lanes = lane_resources(problem)
-
-    # Policies.
-    pf = policy_fields(problem)
-    present: dict[Op, cp_model.IntVar] = {}
-    for s in range(S):
-        for j in range(m):
-            if pf.can_recompute:
-                present[Op("R", s, j)] = model.new_bool_var(f"recompute_{s}_{j}")  # type: ignore[arg-type]
-            if pf.can_offload:
-                off = model.new_bool_var(f"offload_{s}_{j}")
-                present[Op("O", s, j)] = off  # type: ignore[arg-type]
-                present[Op("L", s, j)] = off  # type: ignore[arg-type]
-            if pf.can_recompute and pf.can_offload:
-                model.add(present[Op("R", s, j)] + present[Op("O", s, j)] <= 1)  # type: ignore[arg-type]
-
-    # Intervals.
-    start: dict[Op, cp_model.IntVar] = {}
-    end: dict[Op, cp_model.LinearExpr] = {}
+    start: _Starts = {}
+    end: _Ends = {}
     compute: list[list[cp_model.IntervalVar]] = [[] for _ in range(problem.num_ranks)]
     copies: dict[tuple[str, str], list[cp_model.IntervalVar]] = {}
-    for s in range(S):
+    for s in range(problem.num_stages):
         lo, hi = window[rank_of[s]]
-        for j in range(m):
-            for kind in ("F", "B", "W", "R", "O", "L"):
-                op = Op(kind, s, j)  # type: ignore[arg-type]
+        for j in range(problem.num_microbatches):
+            for kind in _ALL:
+                op = Op(kind, s, j)
                 if kind not in _COMPUTE and op not in present:
                     continue
                 d = duration[kind][s]
@@ -162,11 +187,17 @@ def build_policy_model(problem: Problem, scaled: Scaled, ticks: PolicyTicks,
                     compute[rank_of[s]].append(interval)
     for intervals in (*compute, *copies.values()):
         model.add_no_overlap(intervals)
+    return start, end
 
-    # Precedences (DESIGN.md sections 3 and 6.3), with the latency across ranks.
+
+def _precedences(model: cp_model.CpModel, problem: Problem, scaled: Scaled, start: _Starts,
+                 end: _Ends, present: _Present, first: list[int], fifo: bool) -> None:
+    """Precedences (DESIGN.md sections 3 and 6.3), with the latency across ranks; the
+    microbatch orders; each rank's first start."""
+    S, m = problem.num_stages, problem.num_microbatches
     for s in range(S):
         for j in range(m):
-            F, B, W = (Op(k, s, j) for k in _COMPUTE)  # type: ignore[arg-type]
+            F, B, W = (Op(k, s, j) for k in _COMPUTE)
             if s > 0:
                 model.add(start[F] >= end[Op("F", s - 1, j)] + scaled.comm[s - 1])
             if s < S - 1:
@@ -174,83 +205,114 @@ def build_policy_model(problem: Problem, scaled: Scaled, ticks: PolicyTicks,
             else:
                 model.add(start[B] >= end[F])
             model.add(start[W] >= end[B])
-            R, OUT, IN = (Op(k, s, j) for k in ("R", "O", "L"))  # type: ignore[arg-type]
-            if R in present:
-                model.add(start[R] >= end[F]).only_enforce_if(present[R])
-                model.add(start[B] >= end[R]).only_enforce_if(present[R])
-            if OUT in present:
-                model.add(start[OUT] >= end[F]).only_enforce_if(present[OUT])
-                model.add(start[IN] >= end[OUT]).only_enforce_if(present[OUT])
-                model.add(start[B] >= end[IN]).only_enforce_if(present[OUT])
-    for kind in _COMPUTE if fifo else ("F",):
+            _policy_precedences(model, start, end, present, s, j)
+    for kind in _COMPUTE if fifo else _F_ONLY:
         for s in range(S):
             for j in range(m - 1):
-                model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])  # type: ignore[arg-type]
+                model.add(start[Op(kind, s, j + 1)] >= end[Op(kind, s, j)])
     for r, stages in enumerate(problem.rank_to_stages):
         model.add(start[Op("F", min(stages), 0)] == first[r])
 
-    # Memory: increases at a start, decreases at an end (DESIGN.md 6.3).
+
+def _policy_precedences(model: cp_model.CpModel, start: _Starts, end: _Ends,
+                        present: _Present, s: int, j: int) -> None:
+    """An R between its F and B; an O after its F, its L after the O and before the B;
+    each only when present."""
+    F, B = Op("F", s, j), Op("B", s, j)
+    R, OUT, IN = (Op(k, s, j) for k in _POLICY)
+    if R in present:
+        model.add(start[R] >= end[F]).only_enforce_if(present[R])
+        model.add(start[B] >= end[R]).only_enforce_if(present[R])
+    if OUT in present:
+        model.add(start[OUT] >= end[F]).only_enforce_if(present[OUT])
+        model.add(start[IN] >= end[OUT]).only_enforce_if(present[OUT])
+        model.add(start[B] >= end[IN]).only_enforce_if(present[OUT])
+
+
+@dataclass
+class _Reservoir:
+    """A reservoir's changes: when, by how much, and under which literal."""
+
+    times: list[cp_model.LinearExprT] = field(default_factory=list)
+    changes: list[int] = field(default_factory=list)
+    actives: list[cp_model.LiteralT] = field(default_factory=list)
+
+    def add(self, at: cp_model.LinearExprT, change: int, active: cp_model.LiteralT) -> None:
+        if change:
+            self.times.append(at)
+            self.changes.append(change)
+            self.actives.append(active)
+
+
+def _memory(model: cp_model.CpModel, problem: Problem, scaled: Scaled, ticks: PolicyTicks,
+            start: _Starts, end: _Ends, present: _Present) -> None:
+    """Memory: increases at a start, decreases at an end (DESIGN.md 6.3); a reservoir per
+    rank for its device, another for its host."""
     true = model.new_bool_var("always")
     model.add(true == 1)
     for r, stages in enumerate(problem.rank_to_stages):
-        times: list[cp_model.LinearExprT] = []
-        changes: list[int] = []
-        actives: list[cp_model.LiteralT] = []
-        host_times: list[cp_model.LinearExprT] = []
-        host_changes: list[int] = []
-        host_actives: list[cp_model.LiteralT] = []
-
-        def add(at: cp_model.LinearExprT, change: int, active: cp_model.LiteralT,
-                times: list[cp_model.LinearExprT] = times, changes: list[int] = changes,
-                actives: list[cp_model.LiteralT] = actives) -> None:
-            if change:
-                times.append(at)
-                changes.append(change)
-                actives.append(active)
-
+        device, host = _Reservoir(), _Reservoir()
         for s in stages:
-            m_b, m_w = scaled.m_b[s], scaled.m_w[s]
-            for j in range(m):
-                F, B, W = (Op(k, s, j) for k in _COMPUTE)  # type: ignore[arg-type]
-                R, OUT, IN = (Op(k, s, j) for k in ("R", "O", "L"))  # type: ignore[arg-type]
-                if R in present:
-                    # An explicit literal: CP-SAT 9.15 mis-checks negated reservoir literals.
-                    held = model.new_bool_var(f"held_{s}_{j}")
-                    model.add(held + present[R] == 1)
-                    add(start[F], m_b, held)
-                    add(start[F], ticks.m_ckpt[s], present[R])
-                    add(start[R], m_b - ticks.m_ckpt[s], present[R])
-                else:
-                    add(start[F], m_b, true)
-                if OUT in present:
-                    moved = m_b - ticks.m_keep[s]
-                    add(end[OUT], -moved, present[OUT])
-                    add(start[IN], moved, present[OUT])
-                    host_times += [start[OUT], end[IN]]
-                    host_changes += [moved, -moved]
-                    host_actives += [present[OUT], present[OUT]]
-                add(start[B] if m_w > m_b else end[B], m_w - m_b, true)
-                add(end[W], -m_w, true)
-        device = scaled.limit[r]
-        if device is not None:
-            model.add_reservoir_constraint_with_active(times, changes, actives, 0, device)
-        host = ticks.host_limit[r]
-        if host is not None and host_times:
-            model.add_reservoir_constraint_with_active(host_times, host_changes,
-                                                       host_actives, 0, host)
+            for j in range(problem.num_microbatches):
+                _changes(model, scaled, ticks, start, end, present, true, s, j, device, host)
+        limit = scaled.limit[r]
+        if limit is not None:
+            model.add_reservoir_constraint_with_active(device.times, device.changes,
+                                                       device.actives, 0, limit)
+        host_limit = ticks.host_limit[r]
+        if host_limit is not None and host.times:
+            model.add_reservoir_constraint_with_active(host.times, host.changes,
+                                                       host.actives, 0, host_limit)
 
-    # Objective.
+
+def _changes(model: cp_model.CpModel, scaled: Scaled, ticks: PolicyTicks, start: _Starts,
+             end: _Ends, present: _Present, true: cp_model.IntVar, s: int, j: int,
+             device: _Reservoir, host: _Reservoir) -> None:
+    """The memory changes of (stage s, microbatch j), each under its policy's literal."""
+    m_b, m_w = scaled.m_b[s], scaled.m_w[s]
+    F, B, W = (Op(k, s, j) for k in _COMPUTE)
+    R, OUT, IN = (Op(k, s, j) for k in _POLICY)
+    if R in present:
+        # An explicit literal: CP-SAT 9.15 mis-checks negated reservoir literals.
+        held = model.new_bool_var(f"held_{s}_{j}")
+        model.add(held + present[R] == 1)
+        device.add(start[F], m_b, held)
+        device.add(start[F], ticks.m_ckpt[s], present[R])
+        device.add(start[R], m_b - ticks.m_ckpt[s], present[R])
+    else:
+        device.add(start[F], m_b, true)
+    if OUT in present:
+        moved = m_b - ticks.m_keep[s]
+        device.add(end[OUT], -moved, present[OUT])
+        device.add(start[IN], moved, present[OUT])
+        host.times += [start[OUT], end[IN]]
+        host.changes += [moved, -moved]
+        host.actives += [present[OUT], present[OUT]]
+    device.add(start[B] if m_w > m_b else end[B], m_w - m_b, true)
+    device.add(end[W], -m_w, true)
+
+
+def _objective(model: cp_model.CpModel, problem: Problem, scaled: Scaled, end: _Ends,
+               first: list[int], upper_ticks: int, objective: str,
+               fifo: bool) -> cp_model.IntVar:
+    """Objective: the goal variable, at least each rank's span (or the makespan) and the
+    general bound with policies. Returns it (not yet minimised)."""
+    m = problem.num_microbatches
+    rank_of = problem.stage_to_rank
     goal = model.new_int_var(0, upper_ticks, objective)
-    for s in range(S):
+    for s in range(problem.num_stages):
         for j in range(m) if not fifo else [m - 1]:
             offset = first[rank_of[s]] if objective == "cost" else 0
             model.add(goal >= end[Op("W", s, j)] - offset)
     # A valid cut: no schedule beats the general bound with policies.
     floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
     model.add(goal >= math.floor(floor + 1e-6))
-    model.minimize(goal)
+    return goal
 
-    # Hints.
+
+def _hints(model: cp_model.CpModel, start: _Starts, present: _Present,
+           hint_ticks: dict[Op, int], goal: cp_model.IntVar, upper_ticks: int) -> None:
+    """Hints: the hint's starts and policies (an op it lacks is absent), its objective."""
     for op, var in start.items():
         if op in hint_ticks:
             model.add_hint(var, hint_ticks[op])
@@ -258,7 +320,6 @@ def build_policy_model(problem: Problem, scaled: Scaled, ticks: PolicyTicks,
         if op.kind != "L":  # an L shares its O's literal
             model.add_hint(literal, op in hint_ticks)
     model.add_hint(goal, upper_ticks)
-    return PolicyModel(model, start, present, goal)
 
 
 def orders_from_solution(problem: Problem, start_of: dict[Op, float], late: bool = False,
@@ -293,7 +354,7 @@ def orders_from_solution(problem: Problem, start_of: dict[Op, float], late: bool
         for i, op in enumerate(compute):
             row.append(op)
             if op.kind == "F" and (op.stage, op.microbatch) in offloaded:
-                row.append(Op("O", op.stage, op.microbatch))  # type: ignore[arg-type]
+                row.append(Op("O", op.stage, op.microbatch))
             row.extend(after.get(i, ()))
         orders.append(row)
     return orders

@@ -38,13 +38,14 @@ from ppsched.solver.exact.frame import (
 )
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import ProfileError, SolverError
-from ppsched.solver.model.ops import Op
+from ppsched.solver.model.ops import Kind, Op
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.sim.simulator import simulate
 
 log = logging.getLogger(__name__)
 
-KINDS = ("F", "B", "W")
+KINDS: tuple[Kind, ...] = ("F", "B", "W")
+F_ONLY: tuple[Kind, ...] = ("F",)
 # The most ops the MILP takes on (p*v*m*3). At 600 (p = 4, m = 50) it already has 14,700
 # binaries with FIFO and 29,400 without. CBC stalls long before: on p = 4, m = 8 from a
 # microbatch-at-a-time hint it improves nothing in 5 s; CP-SAT proves the optimum in 0.3 s.
@@ -77,22 +78,67 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     Returns:
         The model (objective variable named ``objective``) and each op's end variable.
     """
+    graph = _graph(problem, scaled, fifo)
+    first = first_start_ticks(problem, scaled)
+    windows = _windows(problem, graph, first, upper_ticks, objective)
+    model = pulp.LpProblem("ppsched_milp", pulp.LpMinimize)
+    end, order = _variables(model, problem, graph, windows)
+    _precedences(model, problem, graph, end, first)
+    _ordering(model, graph, windows, end, order)
+    _memory(model, problem, scaled, graph, order)
+    goal = _objective(model, problem, scaled, graph, windows, end, upper_ticks)
+    _hints(graph, windows, end, order, goal, hint_ticks, upper_ticks)
+    return model, end
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """The dependency graph of the F, B and W ops, and their durations in ticks."""
+
+    edges: _Edges
+    ops: list[Op]  # predecessors first
+    after: dict[Op, set[Op]]  # every op the graph forces after each op
     # Per (stage, microbatch) values (DESIGN.md 6.2): rows repeat when microbatches are
     # alike, so one model serves equal and unequal microbatches.
-    duration = {"F": scaled.f_mb, "B": scaled.b_mb, "W": scaled.w_mb}
-    first = first_start_ticks(problem, scaled)
-    rank_of = problem.stage_to_rank
+    duration: dict[str, tuple[tuple[int, ...], ...]]
+    rank_of: tuple[int, ...]
+
+    def d(self, op: Op) -> int:
+        return self.duration[op.kind][op.stage][op.microbatch]
+
+    def rank_ops(self, num_ranks: int) -> list[list[Op]]:
+        """Each rank's ops, in the graph's order."""
+        found: list[list[Op]] = [[] for _ in range(num_ranks)]
+        for op in self.ops:
+            found[self.rank_of[op.stage]].append(op)
+        return found
+
+
+def _graph(problem: Problem, scaled: Scaled, fifo: bool) -> _Graph:
     edges = _edges(problem, scaled, fifo)
     ops = _topological(problem, edges)
-    after = _closure(ops, edges)
+    return _Graph(edges, ops, _closure(ops, edges),
+                  {"F": scaled.f_mb, "B": scaled.b_mb, "W": scaled.w_mb},
+                  tuple(problem.stage_to_rank))
 
-    def d(op: Op) -> int:
-        return duration[op.kind][op.stage][op.microbatch]
 
-    # Windows: the earliest end from the precedences (heads), the latest end from the
-    # hint (every op of rank r ends by first[r] + upper for the cost, by upper for the
-    # makespan) pulled back along the precedences. They also give each big-M its least
-    # valid value, at most the hint's objective plus the largest first start.
+@dataclass(frozen=True)
+class _Windows:
+    """Each op's earliest end (`lo`) and latest end (`hi`), and each rank's origin of the
+    span (its first start for the cost, 0 for the makespan)."""
+
+    lo: dict[Op, int]
+    hi: dict[Op, int]
+    offset: list[int]
+
+
+def _windows(problem: Problem, graph: _Graph, first: list[int], upper_ticks: int,
+             objective: str) -> _Windows:
+    """Windows: the earliest end from the precedences (heads), the latest end from the
+    hint (every op of rank r ends by first[r] + upper for the cost, by upper for the
+    makespan) pulled back along the precedences. They also give each big-M its least
+    valid value, at most the hint's objective plus the largest first start."""
+    ops, edges, d = graph.ops, graph.edges, graph.d
     offset = [f if objective == "cost" else 0 for f in first]
     lo = {op: 0 for op in ops}
     for r, stages in enumerate(problem.rank_to_stages):
@@ -101,42 +147,41 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         lo[op] += d(op)
         for edge in edges.succ[op]:
             lo[edge.after] = max(lo[edge.after], lo[op] + edge.lag)
-    hi = {op: offset[rank_of[op.stage]] + upper_ticks for op in ops}
+    hi = {op: offset[graph.rank_of[op.stage]] + upper_ticks for op in ops}
     for op in reversed(ops):
         for edge in edges.succ[op]:
             hi[op] = min(hi[op], hi[edge.after] - d(edge.after) - edge.lag)
+    return _Windows(lo, hi, offset)
 
-    model = pulp.LpProblem("ppsched_milp", pulp.LpMinimize)
 
-    # Variables.
+_Order = dict[tuple[Op, Op], pulp.LpVariable]
+
+
+def _variables(model: pulp.LpProblem, problem: Problem, graph: _Graph, windows: _Windows,
+               ) -> tuple[dict[Op, pulp.LpVariable], _Order]:
+    """Variables: each op's end within its window; order[(a, b)] = 1 when a runs before b,
+    for a pair on one rank that the graph leaves unordered (the pair's other direction is
+    1 - order[(a, b)]: O_ab + O_ba = 1)."""
+    lo, hi, after = windows.lo, windows.hi, graph.after
     end = {op: _variable(model, f"E_{_name(op)}", lo[op], max(lo[op], hi[op]))
-           for op in ops}
-    rank_ops: list[list[Op]] = [[] for _ in range(problem.num_ranks)]
-    for op in ops:
-        rank_ops[rank_of[op.stage]].append(op)
-    # order[(a, b)] = 1 when a runs before b, for a pair the graph leaves unordered; the
-    # pair's other direction is 1 - order[(a, b)] (O_ab + O_ba = 1).
-    order: dict[tuple[Op, Op], pulp.LpVariable] = {}
-    for members in rank_ops:
+           for op in graph.ops}
+    order: _Order = {}
+    for members in graph.rank_ops(problem.num_ranks):
         for x, a in enumerate(members):
             for b in members[x + 1:]:
                 if b not in after[a] and a not in after[b]:
                     name = f"O_{_name(a)}_{_name(b)}"
                     order[(a, b)] = _variable(model, name, 0, 1, pulp.LpBinary)
+    return end, order
 
-    def before(a: Op, b: Op) -> pulp.LpAffineExpression | int:
-        """1 when a runs before b on their rank (a constant if the graph decides it)."""
-        if b in after[a]:
-            return 1
-        if a in after[b]:
-            return 0
-        if (a, b) in order:
-            return order[(a, b)]
-        return 1 - order[(b, a)]
 
-    # Precedences (DESIGN.md section 3), with the latency across ranks (0 on one rank).
-    for op in ops:
-        for edge in edges.succ[op]:
+def _precedences(model: pulp.LpProblem, problem: Problem, graph: _Graph,
+                 end: dict[Op, pulp.LpVariable], first: list[int]) -> None:
+    """Precedences (DESIGN.md section 3), with the latency across ranks (0 on one rank),
+    and each rank's first start."""
+    d = graph.d
+    for op in graph.ops:
+        for edge in graph.edges.succ[op]:
             model += end[edge.after] >= end[op] + d(edge.after) + edge.lag, \
                 f"prec_{_name(op)}_{_name(edge.after)}"
     # The first op of each rank starts as early as list scheduling would start it, so
@@ -145,23 +190,41 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
         head = Op("F", min(stages), 0)
         model += end[head] == first[r] + d(head), f"first_{r}"
 
-    # Ordering: one op at a time per rank. M is the least value that leaves the
-    # constraint slack whenever the pair runs the other way (from the windows).
+
+def _ordering(model: pulp.LpProblem, graph: _Graph, windows: _Windows,
+              end: dict[Op, pulp.LpVariable], order: _Order) -> None:
+    """Ordering: one op at a time per rank. M is the least value that leaves the
+    constraint slack whenever the pair runs the other way (from the windows)."""
+    lo, hi, d = windows.lo, windows.hi, graph.d
     for (a, b), var in order.items():
         big_ab = hi[a] + d(b) - lo[b]
         big_ba = hi[b] + d(a) - lo[a]
         model += end[b] >= end[a] + d(b) - big_ab * (1 - var), f"ord_{_name(a)}_{_name(b)}"
         model += end[a] >= end[b] + d(a) - big_ba * var, f"ord_{_name(b)}_{_name(a)}"
 
-    # Memory: an F raises what a rank holds, and so does a B whose m_w exceeds its m_b
-    # (DESIGN.md section 6.1). Just after such an op, the rank holds its own change plus
-    # the change of every op that ran before it: +m_b for F, m_w - m_b for B, -m_w for W
-    # (ops on a rank never overlap, so "ran before" is the order).
+
+def _before(graph: _Graph, order: _Order, a: Op, b: Op) -> pulp.LpAffineExpression | int:
+    """1 when a runs before b on their rank (a constant if the graph decides it)."""
+    if b in graph.after[a]:
+        return 1
+    if a in graph.after[b]:
+        return 0
+    if (a, b) in order:
+        return order[(a, b)]
+    return 1 - order[(b, a)]
+
+
+def _memory(model: pulp.LpProblem, problem: Problem, scaled: Scaled, graph: _Graph,
+            order: _Order) -> None:
+    """Memory: an F raises what a rank holds, and so does a B whose m_w exceeds its m_b
+    (DESIGN.md section 6.1). Just after such an op, the rank holds its own change plus
+    the change of every op that ran before it: +m_b for F, m_w - m_b for B, -m_w for W
+    (ops on a rank never overlap, so "ran before" is the order)."""
     change = {"F": scaled.m_b_mb,
               "B": tuple(tuple(w - b for w, b in zip(ws, bs, strict=True))
                          for ws, bs in zip(scaled.m_w_mb, scaled.m_b_mb, strict=True)),
               "W": tuple(tuple(-w for w in ws) for ws in scaled.m_w_mb)}
-    for r, members in enumerate(rank_ops):
+    for r, members in enumerate(graph.rank_ops(problem.num_ranks)):
         limit = scaled.limit[r]
         if limit is None:
             continue
@@ -170,36 +233,46 @@ def build_milp(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
             if own <= 0:
                 continue
             held = pulp.lpSum(change[other.kind][other.stage][other.microbatch]
-                              * before(other, op) for other in members if other != op)
+                              * _before(graph, order, other, op)
+                              for other in members if other != op)
             model += own + held <= limit, f"mem_{_name(op)}"
 
-    # Objective: the largest span (end minus the rank's first start) or the last end.
-    # Only ops that no op of their rank must follow can end a rank.
+
+def _objective(model: pulp.LpProblem, problem: Problem, scaled: Scaled, graph: _Graph,
+               windows: _Windows, end: dict[Op, pulp.LpVariable],
+               upper_ticks: int) -> pulp.LpVariable:
+    """Objective: the largest span (end minus the rank's first start) or the last end.
+    Only ops that no op of their rank must follow can end a rank."""
+    rank_of = graph.rank_of
     goal = _variable(model, "objective", 0, upper_ticks, pulp.LpInteger)
-    for op in ops:
-        if not any(rank_of[other.stage] == rank_of[op.stage] for other in after[op]):
-            model += goal >= end[op] - offset[rank_of[op.stage]], f"goal_{_name(op)}"
+    for op in graph.ops:
+        if not any(rank_of[other.stage] == rank_of[op.stage] for other in graph.after[op]):
+            model += goal >= end[op] - windows.offset[rank_of[op.stage]], f"goal_{_name(op)}"
     # A valid cut: no schedule beats the proven lower bound (in ticks, rounded down and
     # widened by the scaling tolerance). The goal is whole: durations, latencies and
     # first starts are whole ticks, so the least goal of any ordering is too.
     floor = lower_bound(problem) * (1 - scaled.time_tolerance) * scaled.time_scale
     model += goal >= math.floor(floor + 1e-6), "lower_bound"
     model += goal
+    return goal
 
-    # Warm start: the hint's times and order, when the hint is a solution of this model.
-    # It may not be (Bs out of microbatch order under fifo; with unequal microbatches,
-    # an order the heuristic chose on mean times), and PuLP refuses an initial value
-    # outside a variable's bounds.
+
+def _hints(graph: _Graph, windows: _Windows, end: dict[Op, pulp.LpVariable], order: _Order,
+           goal: pulp.LpVariable, hint_ticks: dict[Op, int], upper_ticks: int) -> None:
+    """Warm start: the hint's times and order, when the hint is a solution of this model.
+    It may not be (Bs out of microbatch order under fifo; with unequal microbatches, an
+    order the heuristic chose on mean times), and PuLP refuses an initial value outside a
+    variable's bounds."""
+    ops, lo, hi, d = graph.ops, windows.lo, windows.hi, graph.d
     hint_ends = {op: hint_ticks[op] + d(op) for op in ops}
     if all(lo[op] <= hint_ends[op] <= max(lo[op], hi[op]) for op in ops) and all(
             hint_ends[edge.after] >= hint_ends[op] + d(edge.after) + edge.lag
-            for op in ops for edge in edges.succ[op]):
+            for op in ops for edge in graph.edges.succ[op]):
         for op, var in end.items():
             var.setInitialValue(hint_ends[op])
         for (a, b), var in order.items():
             var.setInitialValue(1 if hint_ticks[a] < hint_ticks[b] else 0)
         goal.setInitialValue(upper_ticks)
-    return model, end
 
 
 class _Edges:
@@ -230,10 +303,10 @@ def _edges(problem: Problem, scaled: Scaled, fifo: bool) -> _Edges:
             edges.add(Op("B", s, j), Op("W", s, j), 0)
     # Microbatch order per stage: F always (it fixes each rank's first op, as in the
     # CP-SAT model), B and W only in the FIFO model.
-    for kind in KINDS if fifo else ("F",):
+    for kind in KINDS if fifo else F_ONLY:
         for s in range(S):
             for j in range(m - 1):
-                edges.add(Op(kind, s, j), Op(kind, s, j + 1), 0)  # type: ignore[arg-type]
+                edges.add(Op(kind, s, j), Op(kind, s, j + 1), 0)
     return edges
 
 
@@ -310,7 +383,9 @@ def _reported_bound(model: pulp.LpProblem, solver_name: str | None,
             with open(log_path) as f:
                 found = _CBC_BOUND.findall(f.read())
             return float(found[-1]) if found else None
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
+            log.warning("could not read the bound from CBC's log %s (%s): the run "
+                        "reports no bound of its own", log_path, exc)
             return None
     info = getattr(getattr(model, "solverModel", None), "getInfo", None)
     if callable(info):

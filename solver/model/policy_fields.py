@@ -1,10 +1,10 @@
-"""The activation-policy fields of a resolved problem (DESIGN.md 6.3), read in one place.
+"""The activation-policy fields of a resolved problem (DESIGN.md 6.3), with their defaults.
 
-`solver.profile.Problem` gains them with issue 12's contract layer (``can_recompute``,
-``can_offload``, ``t_r``, ``m_ckpt``, ``t_offload``, ``t_reload``, ``m_keep``,
-``copy_lanes``, ``shared_host_link``, ``host_memory_limit``). The solver's policy code
-reads them through `policy_fields`, so that it also runs on a problem built without them
-(which then offers no policy: exactly sections 2-4).
+`Problem` always carries them (``can_recompute``, ``can_offload``, ``t_r``, ``m_ckpt``,
+``t_offload``, ``t_reload``, ``m_keep``, ``copy_lanes``, ``shared_host_link``,
+``host_memory_limit``); a per-stage field left empty (a problem that offers no policy, or
+one built without them) reads here as its default, so the policy code sees every field
+filled in.
 """
 
 from __future__ import annotations
@@ -37,25 +37,20 @@ class PolicyFields:
 
 
 def policy_fields(problem: Problem) -> PolicyFields:
-    """`problem`'s policy fields; a problem without them offers no policy."""
-    n = problem.num_stages
-    zeros = (0.0,) * n
-
-    def per_stage(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
-        value = getattr(problem, name, None)
-        return tuple(value) if value else default
-
-    t_offload = per_stage("t_offload", zeros)
+    """`problem`'s policy fields, each empty one at its default (a recompute as long as
+    its F, no copy time or kept memory, the reload as long as the offload, no host
+    limit)."""
+    zeros = (0.0,) * problem.num_stages
+    t_offload = problem.t_offload or zeros
     return PolicyFields(
-        can_recompute=bool(getattr(problem, "can_recompute", False)),
-        can_offload=bool(getattr(problem, "can_offload", False)),
-        t_r=per_stage("t_r", problem.t_f),
-        m_ckpt=per_stage("m_ckpt", zeros),
+        can_recompute=problem.can_recompute,
+        can_offload=problem.can_offload,
+        t_r=problem.t_r or problem.t_f,
+        m_ckpt=problem.m_ckpt or zeros,
         t_offload=t_offload,
-        t_reload=per_stage("t_reload", t_offload),
-        m_keep=per_stage("m_keep", zeros),
-        copy_lanes=int(getattr(problem, "copy_lanes", 2)),
-        shared_host_link=tuple(tuple(g) for g in getattr(problem, "shared_host_link", ())),
-        host_memory_limit=tuple(getattr(problem, "host_memory_limit", ()))
-        or (math.inf,) * problem.num_ranks,
+        t_reload=problem.t_reload or t_offload,
+        m_keep=problem.m_keep or zeros,
+        copy_lanes=problem.copy_lanes,
+        shared_host_link=problem.shared_host_link,
+        host_memory_limit=problem.host_memory_limit or (math.inf,) * problem.num_ranks,
     )

@@ -146,6 +146,11 @@ class SolverInfo(BaseModel):
     progress: list[list[float]] | None = Field(
         None, description="Exact search: [seconds, best objective, bound] at each "
         "improvement.")
+    bound_scope: str | None = Field(
+        None, description="The schedules `bound` holds over: 'all schedules' (as "
+        "metrics.lower_bound), or the order family of the exact model that proved it (e.g. "
+        "FIFO orders, objective cost), ending ', in this microbatch_order' where the order "
+        "of entry was chosen first. Absent: a schedule not made by solve.")
 
 
 class Schedule(BaseModel):

@@ -176,15 +176,15 @@ def with_policies(problem: Problem, compute: Orders, policy: dict[tuple[int, int
                 begin = starts[i]
                 if begin is not None and begin <= latest + _EPS:
                     trigger = i
-            reloads.setdefault(trigger, []).append(Op("L", s, j))  # type: ignore[arg-type]
+            reloads.setdefault(trigger, []).append(Op("L", s, j))
         row: list[Op] = []
         for i, op in enumerate(ops):
             key = (op.stage, op.microbatch)
             if op.kind in ("B", "BW") and policy.get(key) == RECOMPUTE:
-                row.append(Op("R", *key))  # type: ignore[arg-type]
+                row.append(Op("R", *key))
             row.append(op)
             if op.kind == "F" and policy.get(key) == OFFLOAD:
-                row.append(Op("O", *key))  # type: ignore[arg-type]
+                row.append(Op("O", *key))
             # Reloads in the order their Bs need them.
             row.extend(sorted(reloads.get(i, ()),
                               key=lambda x: life[(x.stage, x.microbatch)].needed))

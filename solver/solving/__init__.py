@@ -2,15 +2,8 @@
 and the layouts a one-chunk profile may be cut into.
 """
 
-from ppsched.solver.solving.entry import (
-    BACKENDS,
-    ExactOptions,
-    Layout,
-    default_layouts,
-    layout_name,
-    parse_layouts,
-    solve,
-)
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.layouts import Layout, default_layouts, layout_name, parse_layouts
 from ppsched.solver.solving.method_names import (
     HEURISTIC,
     ILP,
@@ -20,6 +13,7 @@ from ppsched.solver.solving.method_names import (
     methods,
     resolve_method,
 )
+from ppsched.solver.solving.refine import BACKENDS, ExactOptions
 
 __all__ = [
     "BACKENDS",

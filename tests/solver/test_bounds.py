@@ -150,7 +150,7 @@ def test_ilp_stops_at_once_when_the_bound_meets_the_heuristic(
                      on_progress=points.append)
     assert schedule.solver is not None and schedule.metrics is not None
     assert schedule.solver.status == "optimal"
-    assert schedule.solver.bound_scope == SCOPE_ALL  # type: ignore[attr-defined]
+    assert schedule.solver.bound_scope == SCOPE_ALL
     assert schedule.metrics.lower_bound == pytest.approx(schedule.metrics.cost)
     assert schedule.solver.wall_s < 600  # it returned: the time limit was not the stop
     assert points == [pytest.approx((points[0][0], schedule.metrics.cost,
@@ -171,7 +171,7 @@ def test_printed_bound_never_exceeds_a_cost(objective: str) -> None:
     assert info.bound <= info.objective + 1e-9
     if info.bound > metrics.lower_bound + 1e-9:
         # The model's bound is scoped: its order family and objective are named.
-        scope = info.bound_scope  # type: ignore[attr-defined]
+        scope = info.bound_scope
         assert scope.startswith(SCOPE_FIFO) and scope.endswith(f"objective {objective}")
 
 

@@ -19,7 +19,7 @@ from ppsched.solver.model.ops import Op
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import memory_delta, simulate
-from ppsched.solver.solving.entry import heuristic_orders
+from ppsched.solver.solving.pipeline import heuristic_orders
 
 from tests.solver.test_brute_force import _interleavings
 

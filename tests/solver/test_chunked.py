@@ -23,7 +23,8 @@ from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import load_profile, parse_profile
 from ppsched.solver.sim.simulator import simulate, validate
-from ppsched.solver.solving.entry import parse_layouts, solve
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.layouts import parse_layouts
 
 from tests.solver.raced_builds import check_times_itself_as_the_simulator
 

@@ -27,7 +27,8 @@ from ppsched.solver.model.ops import Op
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.emit import schedule_from_orders
 from ppsched.solver.sim.simulator import peak_memory, simulate
-from ppsched.solver.solving.entry import heuristic_orders, solve
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.pipeline import heuristic_orders
 
 ROOT = Path(__file__).resolve().parents[2]
 

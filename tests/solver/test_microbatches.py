@@ -262,7 +262,7 @@ def valid_fifo_schedules(problem: Any) -> list[tuple[float, list[list[Any]]]]:
 def test_the_heuristic_fits_a_limit_that_binds_on_unequal_memory(layouts: str) -> None:
     # Found by benchmarks/varmb_exact.py: deciding on the mean m_b, the heuristic broke
     # the limit (8.322 > 8); it now decides on each stage's largest m_b.
-    from ppsched.solver.solving.entry import parse_layouts
+    from ppsched.solver.solving.layouts import parse_layouts
 
     rng = random.Random(0)
     sizes = [round(rng.lognormvariate(0.0, 0.5), 3) for _ in range(16)]

@@ -202,6 +202,23 @@ def test_named_default_solver() -> None:
     assert named.objective == solve_milp(problem, hint).objective
 
 
+def test_an_unreadable_cbc_log_is_logged_not_silent(tmp_path: Any, caplog: Any) -> None:
+    # PuLP does not report CBC's bound; it is read from CBC's log. A log that cannot be
+    # read leaves the run without a bound of its own, and says so.
+    from ppsched.solver.exact.milp import _reported_bound
+
+    problem = _problem(2, 2, 5)
+    scaled = scale(problem)
+    ticks, cost, _ = hint_timing(problem, scaled, zb_heuristic(problem).orders)
+    model, _ = build_milp(problem, scaled, ticks, cost)
+    with caplog.at_level("WARNING", logger="ppsched.solver.exact.milp"):
+        assert _reported_bound(model, None, str(tmp_path / "missing.log")) is None
+    assert "could not read the bound from CBC's log" in caplog.text
+    readable = tmp_path / "cbc.log"
+    readable.write_text("Result - Stopped on time limit\nLower bound:  12.5\n")
+    assert _reported_bound(model, None, str(readable)) == 12.5
+
+
 def test_too_large_points_to_cpsat() -> None:
     m = MAX_OPS // 12 + 1  # 4 ranks, 3 ops per microbatch per stage
     problem = parse_profile({"num_ranks": 4, "num_microbatches": m, "t_f": 1.0,

@@ -13,7 +13,8 @@ from ppsched.solver.model.ops import Op
 from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.policies.fit import count_policies, keep_only, offers_policies
 from ppsched.solver.sim.simulator import validate
-from ppsched.solver.solving.entry import heuristic_orders, solve
+from ppsched.solver.solving.entry import solve
+from ppsched.solver.solving.pipeline import heuristic_orders
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
