@@ -53,7 +53,7 @@ def summary(schedule: Schedule) -> str:
         # bound also bounds the makespan, which is never below the cost).
         f"lower bound  {m.lower_bound:.4f}   (gap {_gap(info.objective, m.lower_bound):.2%})",
     ]
-    scope = getattr(info, "bound_scope", None)
+    scope = info.bound_scope
     if info.bound > m.lower_bound + 1e-9 and scope:
         # A narrower bound (an exact model's order family) is shown apart, scope named.
         lines.append(f"solver bound {info.bound:.4f}   (gap {info.gap:.2%}) over {scope}"

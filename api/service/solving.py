@@ -40,7 +40,7 @@ class SolveSpec:
     time_limit_s: float
     backend: str
     layouts: str = ""
-    """Canonical layouts (`ppsched.solver.solving.entry.parse_layouts`), empty for the
+    """Canonical layouts (`ppsched.solver.solving.layouts.parse_layouts`), empty for the
     profile as it is."""
     ops: int = 0
     """The work it asks for: 3 * p * v * m, summed over the layouts (`count_ops`)."""
