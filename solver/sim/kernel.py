@@ -1,0 +1,362 @@
+"""The timing kernel: the list-scheduling rules of DESIGN.md section 3, written once.
+
+Every timer of ppsched times an order with these rules (STYLE.md, choice 3): the
+simulator, the racing timers of the searches (`heuristic.chunked_timing`,
+`heuristic.order_timing`) and the builders that extend an order op by op (the greedy, the
+lookahead, through `Timeline`). The rules:
+
+- each rank runs its ops back to back, in its list's order;
+- an op starts at ``max(its rank's clock, end of its dependency + t_comm across ranks)``:
+  F(s, j) after F(s-1, j); B(s, j) (and BW) after B(s+1, j), on the last stage after
+  F(s, j); W(s, j) after B(s, j). A BW ends its B and its W (a B above it or a W never
+  tells them apart); an FB (DESIGN.md 6.4) waits for both its parts' inputs and ends
+  both parts, taking ``overlap`` of their time;
+- memory (optional): each op adds its delta to its rank; an order over the limit fails
+  at its first op over it (an FB checks its F part before its BW part frees).
+
+Ops are ints inside: ``kind * block + stage * m + microbatch`` (``block = S * m``, kinds
+F, B, W, BW = 0..3), an FB ``4 * block + n`` with its parts' ids in ``pairs[n]``, and
+``NO_OP`` a position to skip. A rank blocked on an op not yet timed waits in that op's
+waiter list and is woken when it is timed, so the work is linear in the number of ops.
+
+Racing (the searches' early stop): with a finite ``bound`` a rank's span is known to be at
+least its op time plus the time it idled since its first op; once a rank's floor (or, by
+makespan, its floor measured from the earliest start) reaches the bound, the order fails.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ppsched.solver.model.problem import Problem
+
+F, B, W, BW = range(4)
+FB = 4
+NO_OP = -1
+"""A position the kernel skips."""
+REFUSED, NOT_TIMEABLE = -2, -3
+"""Positions that fail a run once reached: an op on the wrong rank, or one of a kind
+the caller does not time (the run then fails with `WRONG_RANK` or `UNTIMED`)."""
+KIND_INDEX = {"F": F, "B": B, "W": W, "BW": BW}
+EPS = 1e-9
+"""Memory tolerance: limits and m_b are floats; sums of them drift in the last bits."""
+
+# Why a kernel run fails (None: it ran every op it could).
+OVER_LIMIT, TWICE, CANNOT_WIN = "over the limit", "twice", "cannot win"
+_WAIT = "wait"
+WRONG_RANK, UNTIMED = "wrong rank", "not timeable"
+
+
+class Tables:
+    """A problem's rules and numbers by op id (see the module), built once per problem.
+
+    Attributes:
+        dep: the id of the op each op waits for (``NO_OP``: none), section 3's rules.
+        lat: the latency after that op's end (``t_comm`` across ranks, else 0).
+        slot: where an op's end is kept in `Kernel.end_of`: its own id, a BW's that of
+            its B (a B of the stage above, or a W, waits for either alike).
+        also: a second place for it: a BW's W (so that a W beside it is an op twice),
+            else a scratch place past the slots.
+        dur: each op's time; delta: what it adds to its rank's memory.
+    """
+
+    __slots__ = ("S", "also", "block", "delta", "dep", "dur", "lat", "m", "overlap", "slot")
+
+    def __init__(self, problem: Problem) -> None:
+        S, m = problem.num_stages, problem.num_microbatches
+        block = S * m
+        self.S, self.m, self.block = S, m, block
+        # comm_down[s * m + j]: latency of microbatch j from stage s to s+1 (0 on one rank).
+        comm_down = [problem.comm_mb(s, s + 1, j) for s in range(S - 1)
+                     for j in range(m)] + [0.0] * m
+        last_base = block - m
+        # F(s, j) after F(s-1, j); B(s, j) after B(s+1, j), on the last stage after
+        # F(s, j); W(s, j) after B(s, j); a BW as its B.
+        after_b = [*range(block + m, 2 * block), *range(last_base, block)]
+        self.dep = [NO_OP] * m + list(range(block - m)) + after_b \
+            + list(range(block, 2 * block)) + after_b
+        self.lat = [0.0] * m + comm_down[:last_base] + comm_down + [0.0] * block + comm_down
+        self.slot = list(range(3 * block)) + list(range(block, 2 * block))
+        self.also = [3 * block] * (3 * block) + list(range(2 * block, 3 * block))
+        t_b, t_w = _flat(problem.t_b_mb), _flat(problem.t_w_mb)
+        self.dur = _flat(problem.t_f_mb) + t_b + t_w \
+            + [b + w for b, w in zip(t_b, t_w, strict=True)]
+        m_b, m_w = _flat(problem.m_b_mb), _flat(problem.m_w_mb)
+        self.delta = m_b + [w - b for b, w in zip(m_b, m_w, strict=True)] \
+            + [-w for w in m_w] + [-b for b in m_b]
+        self.overlap = problem.overlap
+
+
+_TABLES: dict[int, tuple[Problem, Tables]] = {}
+
+
+def tables(problem: Problem) -> Tables:
+    """The problem's `Tables` (kept for the last few problems: a search times many
+    orders of one problem, and a loser stops within a few hundred ops)."""
+    kept = _TABLES.get(id(problem))
+    if kept is not None and kept[0] is problem:
+        return kept[1]
+    made = Tables(problem)
+    if len(_TABLES) >= 8:
+        _TABLES.pop(next(iter(_TABLES)))
+    _TABLES[id(problem)] = (problem, made)
+    return made
+
+
+def _flat(matrix: tuple[tuple[float, ...], ...]) -> list[float]:
+    """A [stage][microbatch] matrix as one list indexed by ``stage * m + microbatch``."""
+    return [x for row in matrix for x in row]
+
+
+class Kernel:
+    """One list scheduling of per-rank rows of op ids, advanced rank by rank.
+
+    Attributes:
+        rows: per rank, its op ids in order (a row may grow: see `pull`).
+        pairs: per FB, its parts' ids (F, BW).
+        end_of: per slot (`Tables.slot`), when its op ended (None: not timed).
+        pointer: per rank, how many of its ops are timed (or skipped).
+        free: per rank, when its last timed op ended.
+        first: per rank, when its first op started (nan: not started).
+        idle: per rank, how long it waited since its first op.
+        held: per rank, its memory (tracked only with `limit`).
+        waiters: per untimed slot, the ranks blocked on it.
+        start, end: with `record`, per rank and position, the op's start and end.
+    """
+
+    def __init__(self, problem: Problem, rows: list[list[int]],
+                 pairs: list[tuple[int, int]] | None = None, *,
+                 limit: list[float] | None = None, strict: bool = False,
+                 bound: float = math.inf, objective: str = "cost",
+                 record: bool = False, pull: Callable[[int], bool] | None = None) -> None:
+        """Args:
+            limit: each rank's memory limit: an op over it fails the run.
+            strict: with `limit`, an op timed twice (with a BW: its B) fails the run.
+            bound: fail once a rank provably cannot end below it (see the module).
+            record: keep each position's start and end (`start`, `end`).
+            pull: called with a rank whose row is timed to its end: extends it and says
+                whether it did (lazily generated orders).
+        """
+        self.t = tables(problem)
+        p = len(rows)
+        self.rows, self.pairs = rows, pairs if pairs is not None else []
+        self.end_of: list[float | None] = [None] * (3 * self.t.block + 1)  # + scratch
+        self.waiters: dict[int, list[int]] = {}
+        self.pointer, self.free = [0] * p, [0.0] * p
+        self.first, self.idle = [math.nan] * p, [0.0] * p
+        self.least_first = math.inf
+        self.held = [0.0] * p
+        self.limit = [x + EPS for x in limit] if limit is not None else None
+        self.strict, self.pull = strict, pull
+        self.busy = problem.busy_per_rank if math.isfinite(bound) else ()
+        self.bound, self.makespan = bound, objective == "makespan"
+        self.start: list[list[float | None]] = []
+        self.end: list[list[float | None]] = []
+        if record:
+            self.start = [[None] * len(row) for row in rows]
+            self.end = [[None] * len(row) for row in rows]
+        self.ready = list(range(p))
+
+    def run(self) -> str | None:
+        """Time every op that can be timed; why the run failed, or None."""
+        ready, advance = self.ready, self.advance
+        while ready:
+            failed = advance(ready.pop())
+            if failed is not None:
+                return failed
+        return None
+
+    def advance(self, r: int) -> str | None:
+        """Time rank `r`'s ops until one waits for an op not yet timed, or its row ends
+        (and `pull` does not extend it); ranks this wakes join `ready`. Why the run
+        fails, or None."""
+        row, fb_base = self.rows[r], 4 * self.t.block
+        while True:
+            i = self.pointer[r]
+            if i < len(row):
+                x = row[i]
+                if i == 0 or x < 0 or x >= fb_base:  # the slow path: see `_one`
+                    failed = self._one(r, x)
+                    if failed == _WAIT:
+                        break
+                    if failed is not None:
+                        return failed
+                failed = self._run(r)
+                if failed is not None:
+                    return failed
+                i = self.pointer[r]
+                if i < len(row) and 0 <= row[i] < fb_base:
+                    break  # waiting for an input
+                continue
+            if self.pull is None or not self.pull(r):
+                break
+        if self.busy and self.pointer[r] and self.floor(r) >= self.bound:
+            return CANNOT_WIN
+        return None
+
+    def _run(self, r: int) -> str | None:
+        """The hot loop: rank `r`'s plain ops after its first, until one waits for its
+        input, the row ends, or an op needs `_one`. Why the run fails, or None."""
+        t_ = self.t
+        dep_of, lat, slot, also = t_.dep, t_.lat, t_.slot, t_.also
+        dur, delta = t_.dur, t_.delta
+        end_of, waiters, ready = self.end_of, self.waiters, self.ready
+        limit, strict = self.limit, self.strict
+        lim = limit[r] if limit is not None else math.inf
+        held, idle = self.held[r], self.idle[r]
+        row, i, t = self.rows[r], self.pointer[r], self.free[r]
+        st, en = (self.start[r], self.end[r]) if self.start else ([], [])
+        n, fb_base = len(row), 4 * t_.block
+        failed = None
+        while i < n:
+            x = row[i]
+            if x < 0 or x >= fb_base:
+                break
+            begin = t
+            dep = dep_of[x]
+            if dep >= 0:
+                dep_end = end_of[dep]
+                if dep_end is None:
+                    waiters.setdefault(dep, []).append(r)
+                    break
+                if dep_end + lat[x] > begin:
+                    begin = dep_end + lat[x]
+                    idle += begin - t
+            t = begin + dur[x]
+            if st:
+                st[i] = begin
+                en[i] = t
+            y = slot[x]
+            if limit is not None:  # the racing timers: memory, and each op once
+                held += delta[x]
+                if held > lim or (strict and end_of[y] is not None):
+                    failed = OVER_LIMIT if held > lim else TWICE
+                    break
+            end_of[y] = end_of[also[x]] = t
+            woken = waiters.pop(y, None)
+            if woken:
+                ready.extend(woken)
+            i += 1
+        self.pointer[r], self.free[r], self.held[r], self.idle[r] = i, t, held, idle
+        return failed
+
+    def _one(self, r: int, x: int) -> str | None:
+        """Rank `r`'s next op `x` when it is its first (its start is the rank's first),
+        a position to skip or to fail at, or an FB: the same rules as `_run`, op by op.
+        `_WAIT` when it waits for an input."""
+        t_ = self.t
+        i, t = self.pointer[r], self.free[r]
+        if x < 0:
+            if x != NO_OP:
+                return WRONG_RANK if x == REFUSED else UNTIMED
+            self.pointer[r] = i + 1
+            return None
+        parts: tuple[int, ...]
+        if x >= 4 * t_.block:  # an FB: both parts' inputs, its parts' time
+            parts = self.pairs[x - 4 * t_.block]
+            took = t_.overlap * (t_.dur[parts[0]] + t_.dur[parts[1]])
+        else:
+            parts, took = (x,), t_.dur[x]
+        begin = t
+        for part in parts:
+            dep = t_.dep[part]
+            if dep == NO_OP:
+                continue
+            dep_end = self.end_of[dep]
+            if dep_end is None:
+                self.waiters.setdefault(dep, []).append(r)
+                return _WAIT
+            if dep_end + t_.lat[part] > begin:
+                begin = dep_end + t_.lat[part]
+        if i == 0:
+            self.first[r] = begin
+            self.least_first = min(self.least_first, begin)
+        else:
+            self.idle[r] += begin - t
+        self.free[r] = end = begin + took
+        if self.start:
+            self.start[r][i], self.end[r][i] = begin, end
+        self.pointer[r] = i + 1
+        return self._end(r, parts, end)
+
+    def _end(self, r: int, parts: tuple[int, ...], end: float) -> str | None:
+        """The memory and the ends of an op timed by `_one` (an FB's F part is held
+        before its BW part frees)."""
+        for part in parts:
+            y = self.t.slot[part]
+            if self.limit is not None:
+                self.held[r] += self.t.delta[part]
+                if self.held[r] > self.limit[r]:
+                    return OVER_LIMIT
+                if self.strict and self.end_of[y] is not None:
+                    return TWICE
+            self.end_of[y] = self.end_of[self.t.also[part]] = end
+            woken = self.waiters.pop(y, None)
+            if woken:
+                self.ready.extend(woken)
+        return None
+
+    def floor(self, r: int) -> float:
+        """How early rank `r` can end at best, measured from its first start (by
+        makespan: from the earliest start of any rank): its op time and its idle time."""
+        own = self.busy[r] + self.idle[r]
+        if self.makespan:
+            return self.first[r] - self.least_first + own
+        return own
+
+    def stuck(self) -> dict[int, tuple[int, int]]:
+        """Per rank left blocked: the position of its first untimed op and the id of
+        the op that one waits for."""
+        return {r: (self.pointer[r], dep) for dep, blocked in self.waiters.items()
+                for r in blocked}
+
+    def finished(self) -> bool:
+        """Whether every row was timed to its end."""
+        return all(i == len(row) for i, row in zip(self.pointer, self.rows, strict=True))
+
+    def cost(self) -> float:
+        """The largest span (first start to last end) over the started ranks."""
+        return max(e - f for e, f in zip(self.free, self.first, strict=True) if f == f)
+
+    def makespan_value(self) -> float:
+        """First start to last end over all ranks."""
+        return max(self.free) - self.least_first
+
+    def value(self, objective: str = "cost") -> float:
+        """The cost or the makespan of what is timed."""
+        return self.makespan_value() if objective == "makespan" else self.cost()
+
+
+class Timeline:
+    """An order built op by op, each op placed after its input (the greedy's and the
+    lookahead's builds): the kernel times each op as it is added, so a builder reads the
+    simulator's times of the order it emits, and its early stop is the kernel's.
+    """
+
+    def __init__(self, problem: Problem, objective: str = "cost", bound: float = math.inf,
+                 ) -> None:
+        """`bound`: `add` says False once the order cannot end below it."""
+        self.kernel = Kernel(problem, [[] for _ in range(problem.num_ranks)],
+                             limit=list(problem.memory_limit), bound=bound,
+                             objective=objective)
+        self._S, self._m = problem.num_stages, problem.num_microbatches
+        self.over_limit = False
+        """Whether `add` said False because the order broke the memory limit (rather
+        than because it cannot win)."""
+
+    def add(self, rank: int, kind: str, stage: int, microbatch: int) -> bool:
+        """Time the op (F, B or W) after the rank's previous one and its input (placed
+        before it); False once the order cannot win or is over the memory limit (where
+        ``m_w > m_b`` a B adds memory, DESIGN.md 6.1)."""
+        kernel = self.kernel
+        kernel.rows[rank].append((KIND_INDEX[kind] * self._S + stage) * self._m + microbatch)
+        failed = kernel.advance(rank)
+        if failed is None:
+            return True
+        self.over_limit = failed == OVER_LIMIT
+        return False
+
+    def value(self, objective: str = "cost") -> float:
+        """The finished order's cost or makespan."""
+        return self.kernel.value(objective)
