@@ -27,7 +27,7 @@ makespan, its floor measured from the earliest start) reaches the bound, the ord
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 from ppsched.solver.model.problem import Problem
 
@@ -107,6 +107,20 @@ def tables(problem: Problem) -> Tables:
 def _flat(matrix: tuple[tuple[float, ...], ...]) -> list[float]:
     """A [stage][microbatch] matrix as one list indexed by ``stage * m + microbatch``."""
     return [x for row in matrix for x in row]
+
+
+def input_ready(deps: Iterable[tuple[int, float]], end_of: Mapping[int, float],
+                begin: float) -> float | None:
+    """When an op with these inputs (keys of `end_of`, each with its latency) may start,
+    at `begin` at the earliest; None while one of them is not timed. The kernel's loops
+    inline this rule."""
+    for dep, latency in deps:
+        dep_end = end_of.get(dep)
+        if dep_end is None:
+            return None
+        if dep_end + latency > begin:
+            begin = dep_end + latency
+    return begin
 
 
 class Kernel:
