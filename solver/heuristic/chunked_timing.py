@@ -18,6 +18,7 @@ from ppsched.solver.heuristic.early_stop import MARGIN
 from ppsched.solver.model.lazy_orders import LazyOrders
 from ppsched.solver.model.ops import FBOp, Op, Orders
 from ppsched.solver.model.problem import Problem
+from ppsched.solver.sim import kernel as _kernel
 from ppsched.solver.sim.kernel import (
     BW,
     FB,
@@ -32,7 +33,7 @@ from ppsched.solver.sim.kernel import (
 # Why a list-scheduling build (`solver.greedy`, `solver.lookahead`) has no orders to give:
 # every rank waits on another, a B adds memory over the limit where m_w > m_b, or the
 # build provably cannot win against its incumbent.
-DEADLOCK, OVER_THE_LIMIT, CANNOT_WIN = "deadlock", "over the limit", "cannot win"
+DEADLOCK, OVER_THE_LIMIT, CANNOT_WIN = "deadlock", _kernel.OVER_LIMIT, _kernel.CANNOT_WIN
 
 
 class NotTimeable(ValueError):
@@ -94,6 +95,11 @@ class _Ids:
         self.S, self.m = problem.num_stages, problem.num_microbatches
         self.rank_of = problem.stage_to_rank
         self.plain_fb = problem.overlap == 1
+        block = self.S * self.m
+        self.offset = {kind: k * block for kind, k in KIND_INDEX.items()}
+        self.own: list[list[int | None]] = [[None] * self.S for _ in source]
+        for s, rank in enumerate(self.rank_of):
+            self.own[rank][s] = s * self.m
 
     def convert(self, r: int) -> None:
         S, m, rank_of, kind_index = self.S, self.m, self.rank_of, KIND_INDEX
@@ -101,11 +107,13 @@ class _Ids:
         begin = self.done[r]
         self.done[r] = len(row)
         try:  # the common case, in one comprehension: plain F, B, W and BW ops
-            out.extend([(kind_index[k] * S + s) * m + j if rank_of[s] == r else REFUSED
-                         for k, s, j in row[begin:]])
+            # (kind's block + the stage's row, None for another rank's stage: a TypeError)
+            own, offset = self.own[r], self.offset
+            out.extend([offset[k] + own[s] + j  # type: ignore[operator]
+                        for k, s, j in row[begin:]])
             return
-        except (KeyError, ValueError):
-            pass  # an FB, or a kind the kernel does not time here: op by op
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass  # an FB, another rank's op, a kind not timed here: op by op
         for i in range(begin, len(row)):
             op = row[i]
             k = kind_index.get(op[0], -1)

@@ -163,6 +163,7 @@ class Kernel:
         self.held = [0.0] * p
         self.limit = [x + EPS for x in limit] if limit is not None else None
         self.strict, self.pull = strict, pull
+        self.each_op = False  # whether `place` races (a builder's kernel: `Timeline`)
         self.busy = problem.busy_per_rank if math.isfinite(bound) else ()
         self.bound, self.makespan = bound, objective == "makespan"
         self.start: list[list[float | None]] = []
@@ -190,12 +191,15 @@ class Kernel:
             i = self.pointer[r]
             if i < len(row):
                 x = row[i]
-                if i == 0 or x < 0 or x >= fb_base:  # the slow path: see `_one`
-                    failed = self._one(r, x)
+                failed = None
+                if x < 0 or x >= fb_base:  # an FB, or a position to skip or fail at
+                    failed = self._place_parts(r, x)
+                elif i == 0:  # the rank's first op: its start is the rank's first
+                    failed = self.place(r, x)
+                if failed is not None:
                     if failed == _WAIT:
                         break
-                    if failed is not None:
-                        return failed
+                    return failed
                 failed = self._run(r)
                 if failed is not None:
                     return failed
@@ -211,7 +215,7 @@ class Kernel:
 
     def _run(self, r: int) -> str | None:
         """The hot loop: rank `r`'s plain ops after its first, until one waits for its
-        input, the row ends, or an op needs `_one`. Why the run fails, or None."""
+        input, the row ends, or an op needs `_place_parts`. Why the run fails, or None."""
         t_ = self.t
         dep_of, lat, slot, also = t_.dep, t_.lat, t_.slot, t_.also
         dur, delta = t_.dur, t_.delta
@@ -255,10 +259,54 @@ class Kernel:
         self.pointer[r], self.free[r], self.held[r], self.idle[r] = i, t, held, idle
         return failed
 
-    def _one(self, r: int, x: int) -> str | None:
-        """Rank `r`'s next op `x` when it is its first (its start is the rank's first),
-        a position to skip or to fail at, or an FB: the same rules as `_run`, op by op.
-        `_WAIT` when it waits for an input."""
+    def place(self, r: int, x: int) -> str | None:
+        """Time rank `r`'s next op (at its `pointer`), plain op `x`: the kernel's step
+        for one op, which `advance` takes for a rank's first op and a builder
+        (`Timeline`) for each op it adds; `_run` is this step, inlined in a loop. `_WAIT`
+        when the op waits for its input; why the run fails, or None."""
+        t_, end_of = self.t, self.end_of
+        free = begin = self.free[r]
+        dep = t_.dep[x]
+        if dep >= 0:
+            dep_end = end_of[dep]
+            if dep_end is None:
+                self.waiters.setdefault(dep, []).append(r)
+                return _WAIT
+            if dep_end + t_.lat[x] > begin:
+                begin = dep_end + t_.lat[x]
+        i = self.pointer[r]
+        if i == 0:
+            self.first[r] = begin
+            if begin < self.least_first:
+                self.least_first = begin
+        elif begin > free:
+            self.idle[r] += begin - free
+        self.free[r] = end = begin + t_.dur[x]
+        if self.start:
+            self.start[r][i], self.end[r][i] = begin, end
+        self.pointer[r] = i + 1
+        y = t_.slot[x]
+        if self.limit is not None:
+            held = self.held[r] = self.held[r] + t_.delta[x]
+            if held > self.limit[r]:
+                return OVER_LIMIT
+            if self.strict and end_of[y] is not None:
+                return TWICE
+        end_of[y] = end_of[t_.also[x]] = end
+        woken = self.waiters.pop(y, None)
+        if woken:
+            self.ready.extend(woken)
+        if self.each_op and self.busy:  # a builder's race, at every op (`floor`, inlined)
+            floor = self.busy[r] + self.idle[r]
+            if self.makespan:
+                floor += self.first[r] - self.least_first
+            if floor >= self.bound:
+                return CANNOT_WIN
+        return None
+
+    def _place_parts(self, r: int, x: int) -> str | None:
+        """`place` for a position to skip or to fail at, and for an FB (both its parts'
+        inputs, its parts' ends and memory)."""
         t_ = self.t
         i, t = self.pointer[r], self.free[r]
         if x < 0:
@@ -295,7 +343,7 @@ class Kernel:
         return self._end(r, parts, end)
 
     def _end(self, r: int, parts: tuple[int, ...], end: float) -> str | None:
-        """The memory and the ends of an op timed by `_one` (an FB's F part is held
+        """The memory and the ends of an op timed by `_place_parts` (an FB's F part is held
         before its BW part frees)."""
         for part in parts:
             y = self.t.slot[part]
@@ -354,7 +402,12 @@ class Timeline:
         self.kernel = Kernel(problem, [[] for _ in range(problem.num_ranks)],
                              limit=list(problem.memory_limit), bound=bound,
                              objective=objective)
-        self._S, self._m = problem.num_stages, problem.num_microbatches
+        self.kernel.each_op = True
+        self.S, self.m = problem.num_stages, problem.num_microbatches
+        self.place = self.kernel.place
+        """`Kernel.place`: time op id ``(kind * S + stage) * m + microbatch`` (kinds F, B,
+        W = 0, 1, 2) on a rank; None, or why the order fails (`OVER_LIMIT`,
+        `CANNOT_WIN`)."""
         self.over_limit = False
         """Whether `add` said False because the order broke the memory limit (rather
         than because it cannot win)."""
@@ -362,14 +415,11 @@ class Timeline:
     def add(self, rank: int, kind: str, stage: int, microbatch: int) -> bool:
         """Time the op (F, B or W) after the rank's previous one and its input (placed
         before it); False once the order cannot win or is over the memory limit (where
-        ``m_w > m_b`` a B adds memory, DESIGN.md 6.1)."""
-        kernel = self.kernel
-        kernel.rows[rank].append((KIND_INDEX[kind] * self._S + stage) * self._m + microbatch)
-        failed = kernel.advance(rank)
-        if failed is None:
-            return True
+        ``m_w > m_b`` a B adds memory, DESIGN.md 6.1). A builder's hot loop calls
+        `place` with the op's id instead."""
+        failed = self.place(rank, (KIND_INDEX[kind] * self.S + stage) * self.m + microbatch)
         self.over_limit = failed == OVER_LIMIT
-        return False
+        return failed is None
 
     def value(self, objective: str = "cost") -> float:
         """The finished order's cost or makespan."""
