@@ -276,9 +276,7 @@ class Kernel:
                 begin = dep_end + t_.lat[x]
         i = self.pointer[r]
         if i == 0:
-            self.first[r] = begin
-            if begin < self.least_first:
-                self.least_first = begin
+            self._started(r, begin)
         elif begin > free:
             self.idle[r] += begin - free
         self.free[r] = end = begin + t_.dur[x]
@@ -293,9 +291,10 @@ class Kernel:
             if self.strict and end_of[y] is not None:
                 return TWICE
         end_of[y] = end_of[t_.also[x]] = end
-        woken = self.waiters.pop(y, None)
-        if woken:
-            self.ready.extend(woken)
+        if self.waiters:  # (a builder's ops never wait: no dict call per op)
+            woken = self.waiters.pop(y, None)
+            if woken:
+                self.ready.extend(woken)
         if self.each_op and self.busy:  # a builder's race, at every op (`floor`, inlined)
             floor = self.busy[r] + self.idle[r]
             if self.makespan:
@@ -332,8 +331,7 @@ class Kernel:
             if dep_end + t_.lat[part] > begin:
                 begin = dep_end + t_.lat[part]
         if i == 0:
-            self.first[r] = begin
-            self.least_first = min(self.least_first, begin)
+            self._started(r, begin)
         else:
             self.idle[r] += begin - t
         self.free[r] = end = begin + took
@@ -358,6 +356,12 @@ class Kernel:
             if woken:
                 self.ready.extend(woken)
         return None
+
+    def _started(self, r: int, begin: float) -> None:
+        """Rank `r`'s first op starts at `begin`."""
+        self.first[r] = begin
+        if begin < self.least_first:
+            self.least_first = begin
 
     def floor(self, r: int) -> float:
         """How early rank `r` can end at best, measured from its first start (by
