@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ppsched.solver.generators import REGISTRY
@@ -106,43 +106,118 @@ def greedy_timed_alike(problem: Problem, knobs: GreedyKnobs, objective: str = "c
     return built, tuple(alike)
 
 
+class _State:
+    """A greedy build's lists: per stage its ops' ends by the build's clock (nan: not
+    placed) and how many of each kind are placed; per rank its memory, its clock, its
+    ops left and its order; the undecided ranks by (clock, rank): each rank is in
+    `ready` or `stalled` (waiting for an op of another rank to be placed) until its ops
+    are all placed."""
+
+    def __init__(self, problem: Problem) -> None:
+        p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
+        self.rank_stages = [sorted(stages) for stages in problem.rank_to_stages]
+        self.end_f = [[math.nan] * m for _ in range(num_stages)]
+        self.end_b = [[math.nan] * m for _ in range(num_stages)]
+        self.next_f, self.next_b = [0] * num_stages, [0] * num_stages
+        self.next_w = [0] * num_stages
+        self.memory = [0.0] * p
+        self.clock = [0.0] * p  # when each rank is next free to decide
+        self.remaining = [3 * m * len(stages) for stages in self.rank_stages]
+        self.orders: Orders = [[] for _ in range(p)]
+        self.ready = [(0.0, q) for q in range(p) if self.remaining[q]]
+        self.stalled = [False] * p
+
+
 def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: float,
            alike: list[float]) -> tuple[Orders, float] | str:
     """`greedy_timed`; keeps in `alike` (when it has more than one) the fills that
     decide as `knobs.fill` at every gap."""
-    p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
-    t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
-    m_b, m_w = problem.m_b, problem.m_w
-    rank_stages = [sorted(stages) for stages in problem.rank_to_stages]
-    # Room a rank keeps free, per stage: one activation of each of its later stages.
+    m, num_stages = problem.num_microbatches, problem.num_stages
+    m_b = problem.m_b
+    # The memory an F of each stage may fill: a rank's last stage, up to the hard limit;
+    # an earlier one leaves room for one activation of each of the rank's later stages,
+    # under the (possibly capped) limit of the F rule.
     reserve = later_stages_room(problem)
     limit = [x * knobs.memory_cap if math.isfinite(x) else x for x in problem.memory_limit]
-    hard_limit = problem.memory_limit
+    hard_limit, rank_of = problem.memory_limit, problem.stage_to_rank
+    room = [limit[rank_of[s]] - reserve[s] if reserve[s] > 0 else hard_limit[rank_of[s]]
+            for s in range(num_stages)]
     comm_down = [problem.comm(s, s + 1) for s in range(num_stages - 1)]  # s -> s+1
-
-    end_f = [[math.nan] * m for _ in range(num_stages)]
-    end_b = [[math.nan] * m for _ in range(num_stages)]
-    next_f = [0] * num_stages
-    next_b = [0] * num_stages
-    next_w = [0] * num_stages
-    memory = [0.0] * p
-    clock = [0.0] * p  # when each rank is next free to decide
-    remaining = [3 * m * len(stages) for stages in rank_stages]
-    orders: Orders = [[] for _ in range(p)]
-    # The undecided ranks by (clock, rank): each rank is in `ready` or `stalled` (waiting
-    # for an op of another rank to be placed) until its ops are all placed.
-    ready = [(0.0, q) for q in range(p) if remaining[q]]
-    stalled = [False] * p
-    rank_of = problem.stage_to_rank
+    g = _State(problem)
+    end_f, end_b, next_f, next_b = g.end_f, g.end_b, g.next_f, g.next_b
+    memory, remaining, ready, rank_stages = g.memory, g.remaining, g.ready, g.rank_stages
     last = num_stages - 1
-
     timing = RunningTiming(problem, objective, incumbent)
-    step = timing.place
-    fill = knobs.fill
+    place = _placer(problem, g, timing.place)
+    w_or_wait = _w_or_wait(problem, knobs, g, alike)
 
-    time_of = (t_f, t_b, t_w)  # by kind: F, B, W
+    # Per rank, its stages in the order the B and F rules look at them.
+    depth_order = [stages[::-1] if knobs.deep_first else stages for stages in rank_stages]
+    while ready:
+        # The undecided rank with the earliest clock (ties: the lowest rank) decides
+        # next; every op another rank has yet to place ends later, so what has arrived by
+        # then is already known.
+        now, r = heapq.heappop(ready)
+        stages, by_depth = rank_stages[r], depth_order[r]
+
+        # Rule 1: a B whose gradient has arrived.
+        best_b, best_b_at = -1, math.inf
+        for s in by_depth:
+            j = next_b[s]
+            if j < next_f[s]:
+                # Its gradient: the F here on the last stage, else the next stage's B.
+                # (Inlined, as the F's arrival below: a function call per stage and op
+                # was a sixth of a build.)
+                done = end_f[s][j] if s == last else end_b[s + 1][j]
+                at = math.inf if done != done else done if s == last else done + comm_down[s]
+                if at < best_b_at - _EPS:
+                    best_b, best_b_at = s, at
+        if best_b >= 0 and best_b_at <= now + _EPS:
+            k, chosen = 1, best_b
+        else:
+            # Rule 2: an F whose input has arrived and that has room.
+            best_f, best_f_at, blocked = -1, math.inf, False
+            for s in by_depth:
+                j = next_f[s]
+                if j >= m:
+                    continue
+                if s:  # its input: the previous stage's F
+                    done = end_f[s - 1][j]
+                    at = done + comm_down[s - 1] if done == done else math.inf
+                else:
+                    at = 0.0
+                if memory[r] + m_b[s] > room[s] + _EPS:
+                    if at <= now + _EPS:
+                        blocked = True
+                    continue
+                if at < best_f_at - _EPS:
+                    best_f, best_f_at = s, at
+            if best_f >= 0 and best_f_at <= now + _EPS:
+                k, chosen = 0, best_f
+            else:
+                # Rules 3 and 4: a W, or wait.
+                k, chosen = 2, w_or_wait(r, stages, now, min(best_b_at, best_f_at), blocked)
+                if chosen < 0:
+                    continue
+        failed = place(r, k, chosen, now)
+        if failed is not None:
+            return failed  # OVER_THE_LIMIT or CANNOT_WIN
+    if any(remaining):
+        return DEADLOCK  # every rank waits on another
+    return g.orders, timing.value(objective)
+
+
+def _placer(problem: Problem, g: _State, step: Callable[[int, int], str | None],
+            ) -> Callable[[int, int, int, float], str | None]:
+    """The step that places an op: the build's state, then the kernel's `step`."""
+    m, num_stages, rank_of = problem.num_microbatches, problem.num_stages, \
+        problem.stage_to_rank
+    m_b, m_w = problem.m_b, problem.m_w
+    time_of = (problem.t_f, problem.t_b, problem.t_w)  # by kind: F, B, W
     delta = (m_b, [w - b for w, b in zip(m_w, m_b, strict=True)], [-w for w in m_w])
-    counts, ends = (next_f, next_b, next_w), (end_f, end_b)
+    counts, ends = (g.next_f, g.next_b, g.next_w), (g.end_f, g.end_b)
+    memory, orders, clock, remaining = g.memory, g.orders, g.clock, g.remaining
+    stalled, ready = g.stalled, g.ready
 
     def place(r: int, k: int, stage: int, now: float) -> str | None:
         """Place the next op of kind `k` (F, B, W) of `stage` on rank `r` at `now` by the
@@ -172,82 +247,41 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
             heapq.heappush(ready, (end, r))
         return step(r, (k * num_stages + stage) * m + microbatch)  # the kernel times it
 
-    while True:
-        # The undecided rank with the earliest clock (ties: the lowest rank) decides
-        # next; every op another rank has yet to place ends later, so what has arrived by
-        # then is already known.
-        if not ready:
-            if any(remaining):
-                return DEADLOCK  # every rank waits on another
-            return orders, timing.value(objective)
-        now, r = heapq.heappop(ready)
-        stages = rank_stages[r]
-        by_depth = stages[::-1] if knobs.deep_first else stages
+    return place
 
-        # Rule 1: a B whose gradient has arrived.
-        best_b, best_b_at = -1, math.inf
-        for s in by_depth:
-            j = next_b[s]
-            if j < next_f[s]:
-                # Its gradient: the F here on the last stage, else the next stage's B.
-                # (Inlined, as the F's arrival below: a function call per stage and op
-                # was a sixth of a build.)
-                done = end_f[s][j] if s == last else end_b[s + 1][j]
-                at = math.inf if done != done else done if s == last else done + comm_down[s]
-                if at < best_b_at - _EPS:
-                    best_b, best_b_at = s, at
-        if best_b >= 0 and best_b_at <= now + _EPS:
-            k, chosen = 1, best_b
+
+
+def _w_or_wait(problem: Problem, knobs: GreedyKnobs, g: _State, alike: list[float],
+               ) -> Callable[[int, list[int], float, float, bool], int]:
+    """Rules 3 and 4 for rank `r` at `now`: the stage of the oldest W owed if it goes
+    into the gap before the next arrival `next_at` (or frees memory for a `blocked`
+    F); else -1, and the rank waits for the next arrival (or, if none is known yet, for
+    other ranks). Narrows `alike` to the fills that decide alike."""
+    t_w, fill = problem.t_w, knobs.fill
+    next_w, next_b, end_b, clock, ready, stalled = g.next_w, g.next_b, g.end_b, g.clock, \
+        g.ready, g.stalled
+
+    def w_or_wait(r: int, stages: list[int], now: float, next_at: float,
+                  blocked: bool) -> int:
+        w_stage = -1
+        for s in stages:
+            if next_w[s] < next_b[s] and (w_stage < 0 or end_b[s][next_w[s]]
+                                          < end_b[w_stage][next_w[w_stage]]):
+                w_stage = s
+        gap = next_at - now
+        take_w = w_stage >= 0 and (blocked or gap >= fill * t_w[w_stage] - _EPS)
+        if w_stage >= 0 and not blocked and len(alike) > 1:
+            alike[:] = [f for f in alike if (gap >= f * t_w[w_stage] - _EPS) == take_w]
+        if take_w:
+            return w_stage
+        if next_at < math.inf:
+            clock[r] = next_at
+            heapq.heappush(ready, (next_at, r))
         else:
-            # Rule 2: an F whose input has arrived and that has room.
-            best_f, best_f_at, blocked = -1, math.inf, False
-            for s in by_depth:
-                j = next_f[s]
-                if j >= m:
-                    continue
-                if s:  # its input: the previous stage's F
-                    done = end_f[s - 1][j]
-                    at = done + comm_down[s - 1] if done == done else math.inf
-                else:
-                    at = 0.0
-                # A rank's last stage only needs room under the hard limit; an earlier
-                # one also leaves the reserve, under the (possibly capped) limit of the
-                # F rule.
-                room = limit[r] - reserve[s] if reserve[s] > 0 else hard_limit[r]
-                if memory[r] + m_b[s] > room + _EPS:
-                    if at <= now + _EPS:
-                        blocked = True
-                    continue
-                if at < best_f_at - _EPS:
-                    best_f, best_f_at = s, at
-            if best_f >= 0 and best_f_at <= now + _EPS:
-                k, chosen = 0, best_f
-            else:
-                # Rule 3: a W into the gap, or to free memory for a waiting F.
-                next_at = min(best_b_at, best_f_at)
-                w_stage = -1
-                for s in stages:
-                    if next_w[s] < next_b[s] and (w_stage < 0 or end_b[s][next_w[s]]
-                                                  < end_b[w_stage][next_w[w_stage]]):
-                        w_stage = s
-                gap = next_at - now
-                take_w = w_stage >= 0 and (blocked or gap >= fill * t_w[w_stage] - _EPS)
-                if w_stage >= 0 and not blocked and len(alike) > 1:
-                    alike[:] = [f for f in alike
-                                if (gap >= f * t_w[w_stage] - _EPS) == take_w]
-                if not take_w:
-                    # Rule 4: wait for the next arrival (or, if none is known yet, for
-                    # other ranks).
-                    if next_at < math.inf:
-                        clock[r] = next_at
-                        heapq.heappush(ready, (next_at, r))
-                    else:
-                        stalled[r] = True
-                    continue
-                k, chosen = 2, w_stage
-        failed = place(r, k, chosen, now)
-        if failed is not None:
-            return failed  # OVER_THE_LIMIT or CANNOT_WIN
+            stalled[r] = True
+        return -1
+
+    return w_or_wait
 
 
 FILL_CHOICES = (1.0, 0.5, 0.0)

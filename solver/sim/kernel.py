@@ -163,7 +163,6 @@ class Kernel:
         self.held = [0.0] * p
         self.limit = [x + EPS for x in limit] if limit is not None else None
         self.strict, self.pull = strict, pull
-        self.each_op = False  # whether `place` races (a builder's kernel: `Timeline`)
         self.busy = problem.busy_per_rank if math.isfinite(bound) else ()
         self.bound, self.makespan = bound, objective == "makespan"
         self.start: list[list[float | None]] = []
@@ -261,9 +260,9 @@ class Kernel:
 
     def place(self, r: int, x: int) -> str | None:
         """Time rank `r`'s next op (at its `pointer`), plain op `x`: the kernel's step
-        for one op, which `advance` takes for a rank's first op and a builder
-        (`Timeline`) for each op it adds; `_run` is this step, inlined in a loop. `_WAIT`
-        when the op waits for its input; why the run fails, or None."""
+        for one op, which `advance` takes for a rank's first op; `_run` is this step,
+        inlined in a loop, and `extend` the same step for a builder, whose ops never
+        wait. `_WAIT` when the op waits for its input; why the run fails, or None."""
         t_, end_of = self.t, self.end_of
         free = begin = self.free[r]
         dep = t_.dep[x]
@@ -295,10 +294,33 @@ class Kernel:
             woken = self.waiters.pop(y, None)
             if woken:
                 self.ready.extend(woken)
-        if self.each_op and self.busy:  # a builder's race, at every op (`floor`, inlined)
+        return None
+
+    def extend(self, r: int, x: int) -> str | None:
+        """`place` for a builder (`Timeline`), which appends op `x` to rank `r`'s order
+        only after its input: no op waits, none is recorded or timed twice; and the race
+        at every op (`floor`, inlined). This is the step the builders' hot loops call."""
+        t_, end_of, first = self.t, self.end_of, self.first
+        free = begin = self.free[r]
+        dep = t_.dep[x]
+        if dep >= 0:
+            ready = end_of[dep]
+            assert ready is not None, "a builder places an op after its input"
+            if ready + t_.lat[x] > begin:
+                begin = ready + t_.lat[x]
+        if first[r] != first[r]:  # nan: the rank's first op
+            self._started(r, begin)
+        elif begin > free:
+            self.idle[r] += begin - free
+        self.free[r] = end = begin + t_.dur[x]
+        held = self.held[r] = self.held[r] + t_.delta[x]
+        if held > self.limit[r]:  # type: ignore[index]
+            return OVER_LIMIT
+        end_of[t_.slot[x]] = end_of[t_.also[x]] = end
+        if self.busy:
             floor = self.busy[r] + self.idle[r]
             if self.makespan:
-                floor += self.first[r] - self.least_first
+                floor += first[r] - self.least_first
             if floor >= self.bound:
                 return CANNOT_WIN
         return None
@@ -406,10 +428,9 @@ class Timeline:
         self.kernel = Kernel(problem, [[] for _ in range(problem.num_ranks)],
                              limit=list(problem.memory_limit), bound=bound,
                              objective=objective)
-        self.kernel.each_op = True
         self.S, self.m = problem.num_stages, problem.num_microbatches
-        self.place = self.kernel.place
-        """`Kernel.place`: time op id ``(kind * S + stage) * m + microbatch`` (kinds F, B,
+        self.place = self.kernel.extend
+        """`Kernel.extend`: time op id ``(kind * S + stage) * m + microbatch`` (kinds F, B,
         W = 0, 1, 2) on a rank; None, or why the order fails (`OVER_LIMIT`,
         `CANNOT_WIN`)."""
         self.over_limit = False
