@@ -142,7 +142,8 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
     hard_limit, rank_of = problem.memory_limit, problem.stage_to_rank
     room = [limit[rank_of[s]] - reserve[s] if reserve[s] > 0 else hard_limit[rank_of[s]]
             for s in range(num_stages)]
-    comm_down = [problem.comm(s, s + 1) for s in range(num_stages - 1)]  # s -> s+1
+    # s -> s+1; 0 after the last stage (its B's gradient is its own F, on its rank)
+    comm_down = [problem.comm(s, s + 1) for s in range(num_stages - 1)] + [0.0]
     g = _State(problem)
     end_f, end_b, next_f, next_b = g.end_f, g.end_b, g.next_f, g.next_b
     memory, remaining, ready, rank_stages = g.memory, g.remaining, g.ready, g.rank_stages
@@ -169,7 +170,7 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
                 # (Inlined, as the F's arrival below: a function call per stage and op
                 # was a sixth of a build.)
                 done = end_f[s][j] if s == last else end_b[s + 1][j]
-                at = math.inf if done != done else done if s == last else done + comm_down[s]
+                at = done + comm_down[s] if done == done else math.inf
                 if at < best_b_at - _EPS:
                     best_b, best_b_at = s, at
         if best_b >= 0 and best_b_at <= now + _EPS:
@@ -202,9 +203,8 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
         failed = place(r, k, chosen, now)
         if failed is not None:
             return failed  # OVER_THE_LIMIT or CANNOT_WIN
-    if any(remaining):
-        return DEADLOCK  # every rank waits on another
-    return g.orders, timing.value(objective)
+    # No rank left undecided: done, or every rank waits on another.
+    return DEADLOCK if any(remaining) else (g.orders, timing.value(objective))
 
 
 def _placer(problem: Problem, g: _State, step: Callable[[int, int], str | None],

@@ -3,7 +3,10 @@
 Every timer of ppsched times an order with these rules (STYLE.md, choice 3): the
 simulator, the racing timers of the searches (`heuristic.chunked_timing`,
 `heuristic.order_timing`) and the builders that extend an order op by op (the greedy, the
-lookahead, through `Timeline`). The rules:
+lookahead, through `Timeline`); the copy-lane timer (`sim.lanes`) reads the same rules
+from `Tables` and `input_ready`. The heuristic's wave build (`heuristic.build`) and the
+paper's algorithm (`heuristic.paper`) still keep their own clocks: their W fill reads
+them at every decision, as plain lists (see `heuristic.build`). The rules:
 
 - each rank runs its ops back to back, in its list's order;
 - an op starts at ``max(its rank's clock, end of its dependency + t_comm across ranks)``:
