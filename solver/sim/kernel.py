@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from itertools import chain, repeat
 
 from ppsched.solver.model.problem import Problem
 
@@ -70,9 +71,13 @@ class Tables:
         S, m = problem.num_stages, problem.num_microbatches
         block = S * m
         self.S, self.m, self.block = S, m, block
-        # comm_down[s * m + j]: latency of microbatch j from stage s to s+1 (0 on one rank).
-        comm_down = [problem.comm_mb(s, s + 1, j) for s in range(S - 1)
-                     for j in range(m)] + [0.0] * m
+        # Per (stage, microbatch), indexed by ``stage * m + microbatch``: with alike
+        # microbatches each stage's one number, repeated (the hot loops then read a few
+        # float objects, not one per op: a V order's 49k ops touched megabytes of them).
+        rows = _Rows(problem)
+        # comm_down: latency of microbatch j from stage s to s+1 (0 on one rank, and
+        # after the last stage).
+        comm_down = rows.comm_down
         last_base = block - m
         # F(s, j) after F(s-1, j); B(s, j) after B(s+1, j), on the last stage after
         # F(s, j); W(s, j) after B(s, j); a BW as its B.
@@ -82,13 +87,32 @@ class Tables:
         self.lat = [0.0] * m + comm_down[:last_base] + comm_down + [0.0] * block + comm_down
         self.slot = list(range(3 * block)) + list(range(block, 2 * block))
         self.also = [3 * block] * (3 * block) + list(range(2 * block, 3 * block))
-        t_b, t_w = _flat(problem.t_b_mb), _flat(problem.t_w_mb)
-        self.dur = _flat(problem.t_f_mb) + t_b + t_w \
-            + [b + w for b, w in zip(t_b, t_w, strict=True)]
-        m_b, m_w = _flat(problem.m_b_mb), _flat(problem.m_w_mb)
-        self.delta = m_b + [w - b for b, w in zip(m_b, m_w, strict=True)] \
-            + [-w for w in m_w] + [-b for b in m_b]
+        self.dur = rows.of(lambda s, j: problem.t_f_mb[s][j]) \
+            + rows.of(lambda s, j: problem.t_b_mb[s][j]) \
+            + rows.of(lambda s, j: problem.t_w_mb[s][j]) \
+            + rows.of(lambda s, j: problem.t_b_mb[s][j] + problem.t_w_mb[s][j])
+        m_b, m_w = problem.m_b_mb, problem.m_w_mb
+        self.delta = rows.of(lambda s, j: m_b[s][j]) \
+            + rows.of(lambda s, j: m_w[s][j] - m_b[s][j]) \
+            + rows.of(lambda s, j: -m_w[s][j]) + rows.of(lambda s, j: -m_b[s][j])
         self.overlap = problem.overlap
+
+
+class _Rows:
+    """Numbers per (stage, microbatch) as one list: each stage's microbatch 0 value,
+    repeated, when the microbatches are alike; else each one's."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.S, self.m = problem.num_stages, problem.num_microbatches
+        self.alike = problem.uniform_microbatches
+        self.comm_down = self.of(lambda s, j: problem.comm_mb(s, s + 1, j)
+                                 if s < self.S - 1 else 0.0)
+
+    def of(self, value: Callable[[int, int], float]) -> list[float]:
+        S, m = self.S, self.m
+        if self.alike:
+            return list(chain.from_iterable(repeat(value(s, 0), m) for s in range(S)))
+        return [value(s, j) for s in range(S) for j in range(m)]
 
 
 _TABLES: dict[int, tuple[Problem, Tables]] = {}
@@ -105,11 +129,6 @@ def tables(problem: Problem) -> Tables:
         _TABLES.pop(next(iter(_TABLES)))
     _TABLES[id(problem)] = (problem, made)
     return made
-
-
-def _flat(matrix: tuple[tuple[float, ...], ...]) -> list[float]:
-    """A [stage][microbatch] matrix as one list indexed by ``stage * m + microbatch``."""
-    return [x for row in matrix for x in row]
 
 
 def input_ready(deps: Iterable[tuple[int, float]], end_of: Mapping[int, float],
@@ -264,7 +283,7 @@ class Kernel:
     def place(self, r: int, x: int) -> str | None:
         """Time rank `r`'s next op (at its `pointer`), plain op `x`: the kernel's step
         for one op, which `advance` takes for a rank's first op; `_run` is this step,
-        inlined in a loop, and `extend` the same step for a builder, whose ops never
+        inlined in a loop, and `stepper` the same step for a builder, whose ops never
         wait. `_WAIT` when the op waits for its input; why the run fails, or None."""
         t_, end_of = self.t, self.end_of
         free = begin = self.free[r]
@@ -299,34 +318,50 @@ class Kernel:
                 self.ready.extend(woken)
         return None
 
-    def extend(self, r: int, x: int) -> str | None:
-        """`place` for a builder (`Timeline`), which appends op `x` to rank `r`'s order
-        only after its input: no op waits, none is recorded or timed twice; and the race
-        at every op (`floor`, inlined). This is the step the builders' hot loops call."""
-        t_, end_of, first = self.t, self.end_of, self.first
-        free = begin = self.free[r]
-        dep = t_.dep[x]
-        if dep >= 0:
-            ready = end_of[dep]
-            assert ready is not None, "a builder places an op after its input"
-            if ready + t_.lat[x] > begin:
-                begin = ready + t_.lat[x]
-        if first[r] != first[r]:  # nan: the rank's first op
-            self._started(r, begin)
-        elif begin > free:
-            self.idle[r] += begin - free
-        self.free[r] = end = begin + t_.dur[x]
-        held = self.held[r] = self.held[r] + t_.delta[x]
-        if held > self.limit[r]:  # type: ignore[index]
-            return OVER_LIMIT
-        end_of[t_.slot[x]] = end_of[t_.also[x]] = end
-        if self.busy:
-            floor = self.busy[r] + self.idle[r]
-            if self.makespan:
-                floor += first[r] - self.least_first
-            if floor >= self.bound:
-                return CANNOT_WIN
-        return None
+    def stepper(self) -> Callable[[int, int], str | None]:
+        """`place` for a builder (`Timeline`), which appends an op to a rank's order only
+        after its input: no op waits, none is recorded or timed twice; and the race at
+        every op (`floor`, inlined). A closure over the kernel's lists, which it reads as
+        fast as local variables: this is the step of the builders' hot loops."""
+        t_ = self.t
+        dep_of, lat, dur, delta, slot, also = t_.dep, t_.lat, t_.dur, t_.delta, t_.slot, \
+            t_.also
+        end_of, free, first, idle, held = self.end_of, self.free, self.first, self.idle, \
+            self.held
+        limit = self.limit if self.limit is not None else [math.inf] * len(free)
+        busy, bound, makespan, started = self.busy, self.bound, self.makespan, self._started
+        b3 = 3 * t_.block
+
+        def step(r: int, x: int) -> str | None:
+            clock = begin = free[r]
+            dep = dep_of[x]
+            if dep >= 0:
+                # (placed before it: never None)
+                ready: float = end_of[dep]  # type: ignore[assignment]
+                ready += lat[x]
+                if ready > begin:
+                    begin = ready
+            if first[r] != first[r]:  # nan: the rank's first op
+                started(r, begin)
+            elif begin > clock:
+                idle[r] += begin - clock
+            free[r] = end = begin + dur[x]
+            now_held = held[r] = held[r] + delta[x]
+            if now_held > limit[r]:
+                return OVER_LIMIT
+            if x < b3:
+                end_of[x] = end
+            else:  # a BW: its B's slot and its W's
+                end_of[slot[x]] = end_of[also[x]] = end
+            if busy:
+                floor = busy[r] + idle[r]
+                if makespan:
+                    floor += first[r] - self.least_first
+                if floor >= bound:
+                    return CANNOT_WIN
+            return None
+
+        return step
 
     def _place_parts(self, r: int, x: int) -> str | None:
         """`place` for a position to skip or to fail at, and for an FB (both its parts'
@@ -432,8 +467,8 @@ class Timeline:
                              limit=list(problem.memory_limit), bound=bound,
                              objective=objective)
         self.S, self.m = problem.num_stages, problem.num_microbatches
-        self.place = self.kernel.extend
-        """`Kernel.extend`: time op id ``(kind * S + stage) * m + microbatch`` (kinds F, B,
+        self.place = self.kernel.stepper()
+        """`Kernel.stepper`: time op id ``(kind * S + stage) * m + microbatch`` (kinds F, B,
         W = 0, 1, 2) on a rank; None, or why the order fails (`OVER_LIMIT`,
         `CANNOT_WIN`)."""
         self.over_limit = False
