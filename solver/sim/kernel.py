@@ -238,15 +238,15 @@ class Kernel:
         """The hot loop: rank `r`'s plain ops after its first, until one waits for its
         input, the row ends, or an op needs `_place_parts`. Why the run fails, or None."""
         t_ = self.t
-        dep_of, lat, slot, also = t_.dep, t_.lat, t_.slot, t_.also
-        dur, delta = t_.dur, t_.delta
+        dep_of, lat, dur, delta = t_.dep, t_.lat, t_.dur, t_.delta
         end_of, waiters, ready = self.end_of, self.waiters, self.ready
         limit, strict = self.limit, self.strict
         lim = limit[r] if limit is not None else math.inf
         held, idle = self.held[r], self.idle[r]
         row, i, t = self.rows[r], self.pointer[r], self.free[r]
         st, en = (self.start[r], self.end[r]) if self.start else ([], [])
-        n, fb_base = len(row), 4 * t_.block
+        n, block = len(row), t_.block
+        b3, fb_base = 3 * block, 4 * block
         failed = None
         while i < n:
             x = row[i]
@@ -259,20 +259,24 @@ class Kernel:
                 if dep_end is None:
                     waiters.setdefault(dep, []).append(r)
                     break
-                if dep_end + lat[x] > begin:
-                    begin = dep_end + lat[x]
-                    idle += begin - t
+                dep_end += lat[x]
+                if dep_end > begin:
+                    idle += dep_end - t
+                    begin = dep_end
             t = begin + dur[x]
             if st:
                 st[i] = begin
                 en[i] = t
-            y = slot[x]
+            # Its slot (`Tables.slot`): its own, a BW's that of its B (and its W's too).
+            y = x if x < b3 else x - 2 * block
             if limit is not None:  # the racing timers: memory, and each op once
                 held += delta[x]
                 if held > lim or (strict and end_of[y] is not None):
                     failed = OVER_LIMIT if held > lim else TWICE
                     break
-            end_of[y] = end_of[also[x]] = t
+            if y != x:
+                end_of[x - block] = t
+            end_of[y] = t
             woken = waiters.pop(y, None)
             if woken:
                 ready.extend(woken)
