@@ -58,14 +58,10 @@ class Tables:
     Attributes:
         dep: the id of the op each op waits for (``NO_OP``: none), section 3's rules.
         lat: the latency after that op's end (``t_comm`` across ranks, else 0).
-        slot: where an op's end is kept in `Kernel.end_of`: its own id, a BW's that of
-            its B (a B of the stage above, or a W, waits for either alike).
-        also: a second place for it: a BW's W (so that a W beside it is an op twice),
-            else a scratch place past the slots.
         dur: each op's time; delta: what it adds to its rank's memory.
     """
 
-    __slots__ = ("S", "also", "block", "delta", "dep", "dur", "lat", "m", "overlap", "slot")
+    __slots__ = ("S", "block", "delta", "dep", "dur", "lat", "m", "overlap")
 
     def __init__(self, problem: Problem) -> None:
         S, m = problem.num_stages, problem.num_microbatches
@@ -85,8 +81,6 @@ class Tables:
         self.dep = [NO_OP] * m + list(range(block - m)) + after_b \
             + list(range(block, 2 * block)) + after_b
         self.lat = [0.0] * m + comm_down[:last_base] + comm_down + [0.0] * block + comm_down
-        self.slot = list(range(3 * block)) + list(range(block, 2 * block))
-        self.also = [3 * block] * (3 * block) + list(range(2 * block, 3 * block))
         self.dur = rows.of(lambda s, j: problem.t_f_mb[s][j]) \
             + rows.of(lambda s, j: problem.t_b_mb[s][j]) \
             + rows.of(lambda s, j: problem.t_w_mb[s][j]) \
@@ -113,6 +107,13 @@ class _Rows:
         if self.alike:
             return list(chain.from_iterable(repeat(value(s, 0), m) for s in range(S)))
         return [value(s, j) for s in range(S) for j in range(m)]
+
+
+def slot(x: int, block: int) -> int:
+    """Where op `x`'s end is kept (`Kernel.end_of`): its own id; a BW's is its B's (a B
+    of the stage above, or a W, waits for either alike), and it ends its W's too (so
+    that a W beside it is an op twice)."""
+    return x if x < 3 * block else x - 2 * block
 
 
 _TABLES: dict[int, tuple[Problem, Tables]] = {}
@@ -151,7 +152,7 @@ class Kernel:
     Attributes:
         rows: per rank, its op ids in order (a row may grow: see `pull`).
         pairs: per FB, its parts' ids (F, BW).
-        end_of: per slot (`Tables.slot`), when its op ended (None: not timed).
+        end_of: per slot (`slot`), when its op ended (None: not timed).
         pointer: per rank, how many of its ops are timed (or skipped).
         free: per rank, when its last timed op ended.
         first: per rank, when its first op started (nan: not started).
@@ -177,7 +178,7 @@ class Kernel:
         self.t = tables(problem)
         p = len(rows)
         self.rows, self.pairs = rows, pairs if pairs is not None else []
-        self.end_of: list[float | None] = [None] * (3 * self.t.block + 1)  # + scratch
+        self.end_of: list[float | None] = [None] * (3 * self.t.block)
         self.waiters: dict[int, list[int]] = {}
         self.pointer, self.free = [0] * p, [0.0] * p
         self.first, self.idle = [math.nan] * p, [0.0] * p
@@ -267,7 +268,7 @@ class Kernel:
             if st:
                 st[i] = begin
                 en[i] = t
-            # Its slot (`Tables.slot`): its own, a BW's that of its B (and its W's too).
+            # Its slot (`slot`): its own, a BW's that of its B (and its W's too).
             y = x if x < b3 else x - 2 * block
             if limit is not None:  # the racing timers: memory, and each op once
                 held += delta[x]
@@ -308,14 +309,16 @@ class Kernel:
         if self.start:
             self.start[r][i], self.end[r][i] = begin, end
         self.pointer[r] = i + 1
-        y = t_.slot[x]
+        y = slot(x, t_.block)
         if self.limit is not None:
             held = self.held[r] = self.held[r] + t_.delta[x]
             if held > self.limit[r]:
                 return OVER_LIMIT
             if self.strict and end_of[y] is not None:
                 return TWICE
-        end_of[y] = end_of[t_.also[x]] = end
+        if y != x:  # a BW ends its W too
+            end_of[x - t_.block] = end
+        end_of[y] = end
         if self.waiters:  # (a builder's ops never wait: no dict call per op)
             woken = self.waiters.pop(y, None)
             if woken:
@@ -328,8 +331,7 @@ class Kernel:
         every op (`floor`, inlined). A closure over the kernel's lists, which it reads as
         fast as local variables: this is the step of the builders' hot loops."""
         t_ = self.t
-        dep_of, lat, dur, delta, slot, also = t_.dep, t_.lat, t_.dur, t_.delta, t_.slot, \
-            t_.also
+        dep_of, lat, dur, delta, block = t_.dep, t_.lat, t_.dur, t_.delta, t_.block
         end_of, free, first, idle, held = self.end_of, self.free, self.first, self.idle, \
             self.held
         limit = self.limit if self.limit is not None else [math.inf] * len(free)
@@ -356,7 +358,7 @@ class Kernel:
             if x < b3:
                 end_of[x] = end
             else:  # a BW: its B's slot and its W's
-                end_of[slot[x]] = end_of[also[x]] = end
+                end_of[x - 2 * block] = end_of[x - block] = end
             if busy:
                 floor = busy[r] + idle[r]
                 if makespan:
@@ -408,14 +410,16 @@ class Kernel:
         """The memory and the ends of an op timed by `_place_parts` (an FB's F part is held
         before its BW part frees)."""
         for part in parts:
-            y = self.t.slot[part]
+            y = slot(part, self.t.block)
             if self.limit is not None:
                 self.held[r] += self.t.delta[part]
                 if self.held[r] > self.limit[r]:
                     return OVER_LIMIT
                 if self.strict and self.end_of[y] is not None:
                     return TWICE
-            self.end_of[y] = self.end_of[self.t.also[part]] = end
+            if y != part:  # a BW ends its W too
+                self.end_of[part - self.t.block] = end
+            self.end_of[y] = end
             woken = self.waiters.pop(y, None)
             if woken:
                 self.ready.extend(woken)

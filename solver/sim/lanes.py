@@ -30,7 +30,7 @@ from ppsched.solver.model.errors import Violation
 from ppsched.solver.model.ops import Op, lane_of, policy_of
 from ppsched.solver.model.policy_fields import policy_fields
 from ppsched.solver.model.problem import Problem
-from ppsched.solver.sim.kernel import KIND_INDEX, NO_OP, input_ready, tables
+from ppsched.solver.sim.kernel import KIND_INDEX, NO_OP, input_ready, slot, tables
 from ppsched.solver.sim.lane_rules import (
     lane_keys,
     peaks_over_time,
@@ -125,7 +125,7 @@ class _LaneOps:
         t = self.t
         if kind in self.base:
             return self.base[kind] * t.block + s * t.m + j
-        return t.slot[(KIND_INDEX[kind] * t.S + s) * t.m + j]
+        return slot((KIND_INDEX[kind] * t.S + s) * t.m + j, t.block)
 
     def duration(self, op: Op) -> float:
         kind, s, j = op
