@@ -214,7 +214,9 @@ def _put_fs(problem: Problem, st: _State, settle: Callable[[int, float], float],
                 clock = free[j]
                 first[j] = clock = clock if clock > ready else ready
             else:
-                clock = settle(j, ready)
+                clock = free[j]
+                if ready > clock:  # a gap before its input (else nothing to settle)
+                    clock = settle(j, ready)
             free[j] = f_end[j][x] = clock + t_f[j]
             mem[j] += m_b[j]
             num_f[j] = x + 1
@@ -240,15 +242,21 @@ def _put_bs(problem: Problem, knobs: Knobs, st: _State,
         for j in stages:
             x = num_b[j]
             ready = b_end[j + 1][x] + t_comm[j] if j < last else f_end[j][x]
+            clock = free[j]
             if fused[j]:  # BW: frees m_b at its end, owes no W (so no gap to fill)
-                free[j] = b_end[j][x] = settle(j, ready) + t_b[j] + t_w[j]
+                if ready > clock:
+                    clock = settle(j, ready)
+                free[j] = b_end[j][x] = clock + t_b[j] + t_w[j]
                 mem[j] -= m_b[j]
                 num_b[j] = num_w[j] = x + 1
                 codes[j].append(3 * m + x)
                 continue
             if grows[j]:
                 make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
-            free[j] = b_end[j][x] = settle(j, ready) + t_b[j]
+            clock = free[j]  # (after the room made)
+            if ready > clock:
+                clock = settle(j, ready)
+            free[j] = b_end[j][x] = clock + t_b[j]
             mem[j] += held_by_b[j]
             num_b[j] = x + 1
             codes[j].append(m + x)

@@ -13,6 +13,7 @@ arrived, section 3); the winner is still simulated and validated by `solver.solv
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from ppsched.solver.heuristic.early_stop import MARGIN
 from ppsched.solver.model.lazy_orders import LazyOrders
@@ -43,6 +44,7 @@ class NotTimeable(ValueError):
 
 def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
                        objective: str = "cost", incumbent: float = math.inf,
+                       checkpoint: Callable[[Kernel], bool] | None = None,
                        ) -> tuple[float, float] | None:
     """The cost and makespan of `orders`, or None when they break the memory limit, miss
     or repeat an op, put one on the wrong rank, deadlock, or provably cannot end
@@ -53,6 +55,7 @@ def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
         orders: per rank, its ops in execution order: F, B, W, BW and (at overlap 1)
             FB only; as `LazyOrders`, generated only as far as the timing reads (a
             loser stops early, and `LazyOrders.complete` then finishes a winner).
+        checkpoint: a caller's stronger floor (`Kernel.run`).
 
     Raises:
         NotTimeable: unequal microbatches, or an op of another kind (an FB where
@@ -73,7 +76,7 @@ def time_chunked_order(problem: Problem, orders: Orders | LazyOrders,
         return True
 
     kernel.pull = pull
-    failed = kernel.run()
+    failed = kernel.run(checkpoint)
     if failed == UNTIMED:
         raise NotTimeable("an op other than F, B, W, BW and (overlap 1) FB")
     if failed is not None or not kernel.finished() \

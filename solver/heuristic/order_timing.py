@@ -10,10 +10,13 @@ times are the simulator's; the winner is still simulated and validated by `solve
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from ppsched.solver.heuristic.chunked_timing import time_chunked_order
+from ppsched.solver.heuristic.early_stop import cannot_win, stage_floors
 from ppsched.solver.model.ops import Orders
 from ppsched.solver.model.problem import Problem
+from ppsched.solver.sim.kernel import Kernel
 
 
 def time_order(problem: Problem, orders: Orders, objective: str = "cost",
@@ -25,4 +28,28 @@ def time_order(problem: Problem, orders: Orders, objective: str = "cost",
         problem: a single-chunk problem with alike microbatches (rank r runs stage r).
         orders: per rank, its stage's ops.
     """
-    return time_chunked_order(problem, orders, objective, incumbent)
+    if not math.isfinite(incumbent):
+        return time_chunked_order(problem, orders, objective, incumbent)
+    # With an incumbent, also the floors of `early_stop.stage_floors` (the pipeline's
+    # drain foreseen): a fixed order mostly loses by them within its first sweeps.
+    fused = [any(op.kind == "BW" for op in ops) for ops in orders]
+    return time_chunked_order(problem, orders, objective, incumbent,
+                              checkpoint=partial(_can_win, problem, fused, objective,
+                                                 incumbent))
+
+
+def _can_win(problem: Problem, fused: list[bool], objective: str, incumbent: float,
+             kernel: Kernel) -> bool:
+    """Whether the kernel's partly timed single-chunk order can still win by
+    `early_stop.stage_floors` (each kind in microbatch order: a stage has timed the
+    first ``num_f`` Fs, read from the kernel's ends)."""
+    p, m = problem.num_ranks, problem.num_microbatches
+    end_of, block = kernel.end_of, p * m
+    rows = [[end_of[k * block + r * m:k * block + (r + 1) * m] for r in range(p)]
+            for k in range(3)]  # per kind F, B, W (a BW ends its W): per stage, its ends
+    num_f, num_b, num_w = ([m - row.count(None) for row in kind] for kind in rows)
+    if not all(num_f) or min(num_w) == m:
+        return True  # a stage has not started (the floors need every one), or all done
+    floors = stage_floors(kernel.free, num_f, num_b, num_w, rows[0], rows[1],  # type: ignore[arg-type]
+                          problem.t_f, problem.t_b, problem.t_w, problem.t_comm, fused)
+    return not cannot_win(floors, kernel.first, objective, incumbent)

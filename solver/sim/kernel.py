@@ -195,13 +195,25 @@ class Kernel:
             self.end = [[None] * len(row) for row in rows]
         self.ready = list(range(p))
 
-    def run(self) -> str | None:
-        """Time every op that can be timed; why the run failed, or None."""
+    def run(self, checkpoint: Callable[[Kernel], bool] | None = None) -> str | None:
+        """Time every op that can be timed; why the run failed, or None.
+
+        Args:
+            checkpoint: asked after ``p``, ``2p``, ``4p``, ... rank advances whether the
+                order can still win (a caller's floor, stronger than the kernel's own);
+                False fails the run with `CANNOT_WIN`.
+        """
         ready, advance = self.ready, self.advance
+        steps, ask_at = 0, len(self.rows)
         while ready:
             failed = advance(ready.pop())
             if failed is not None:
                 return failed
+            steps += 1
+            if checkpoint is not None and steps == ask_at:
+                ask_at *= 2
+                if not checkpoint(self):
+                    return CANNOT_WIN
         return None
 
     def advance(self, r: int) -> str | None:
