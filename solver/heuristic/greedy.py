@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ppsched.solver.generators import REGISTRY
@@ -45,6 +45,7 @@ from ppsched.solver.sim.simulator import peak_memory, simulate
 
 _EPS = 1e-9
 _new = tuple.__new__
+_KINDS = ("F", "B", "W")
 
 
 @dataclass(frozen=True)
@@ -105,40 +106,131 @@ def greedy_timed_alike(problem: Problem, knobs: GreedyKnobs, objective: str = "c
     return built, tuple(alike)
 
 
+class _State:
+    """A greedy build's lists: per stage its ops' ends by the build's clock (nan: not
+    placed) and how many of each kind are placed; per rank its memory, its clock, its
+    ops left and its order; the undecided ranks by (clock, rank): each rank is in
+    `ready` or `stalled` (waiting for an op of another rank to be placed) until its ops
+    are all placed."""
+
+    def __init__(self, problem: Problem) -> None:
+        p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
+        self.rank_stages = [sorted(stages) for stages in problem.rank_to_stages]
+        self.end_f = [[math.nan] * m for _ in range(num_stages)]
+        self.end_b = [[math.nan] * m for _ in range(num_stages)]
+        self.next_f, self.next_b = [0] * num_stages, [0] * num_stages
+        self.next_w = [0] * num_stages
+        self.memory = [0.0] * p
+        self.clock = [0.0] * p  # when each rank is next free to decide
+        self.remaining = [3 * m * len(stages) for stages in self.rank_stages]
+        self.orders: Orders = [[] for _ in range(p)]
+        self.ready = [(0.0, q) for q in range(p) if self.remaining[q]]
+        self.stalled = [False] * p
+
+
 def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: float,
            alike: list[float]) -> tuple[Orders, float] | str:
     """`greedy_timed`; keeps in `alike` (when it has more than one) the fills that
     decide as `knobs.fill` at every gap."""
-    p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
-    t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
-    m_b, m_w = problem.m_b, problem.m_w
-    rank_stages = [sorted(stages) for stages in problem.rank_to_stages]
-    # Room a rank keeps free, per stage: one activation of each of its later stages.
+    m, num_stages = problem.num_microbatches, problem.num_stages
+    m_b = problem.m_b
+    # The memory an F of each stage may fill: a rank's last stage, up to the hard limit;
+    # an earlier one leaves room for one activation of each of the rank's later stages,
+    # under the (possibly capped) limit of the F rule.
     reserve = later_stages_room(problem)
     limit = [x * knobs.memory_cap if math.isfinite(x) else x for x in problem.memory_limit]
-    hard_limit = problem.memory_limit
-    comm_down = [problem.comm(s, s + 1) for s in range(num_stages - 1)]  # s -> s+1
-
-    end_f = [[math.nan] * m for _ in range(num_stages)]
-    end_b = [[math.nan] * m for _ in range(num_stages)]
-    next_f = [0] * num_stages
-    next_b = [0] * num_stages
-    next_w = [0] * num_stages
-    memory = [0.0] * p
-    clock = [0.0] * p  # when each rank is next free to decide
-    remaining = [3 * m * len(stages) for stages in rank_stages]
-    orders: Orders = [[] for _ in range(p)]
-    # The undecided ranks by (clock, rank): each rank is in `ready` or `stalled` (waiting
-    # for an op of another rank to be placed) until its ops are all placed.
-    ready = [(0.0, q) for q in range(p) if remaining[q]]
-    stalled = [False] * p
-    rank_of = problem.stage_to_rank
+    hard_limit, rank_of = problem.memory_limit, problem.stage_to_rank
+    room = [limit[rank_of[s]] - reserve[s] if reserve[s] > 0 else hard_limit[rank_of[s]]
+            for s in range(num_stages)]
+    # s -> s+1; 0 after the last stage (its B's gradient is its own F, on its rank)
+    comm_down = [problem.comm(s, s + 1) for s in range(num_stages - 1)] + [0.0]
+    g = _State(problem)
+    end_f, end_b, next_f, next_b = g.end_f, g.end_b, g.next_f, g.next_b
+    memory, remaining, ready, rank_stages = g.memory, g.remaining, g.ready, g.rank_stages
     last = num_stages - 1
-
     timing = RunningTiming(problem, objective, incumbent)
+    place = _placer(problem, g, timing.place)
+    w_or_wait = _w_or_wait(problem, knobs, g, alike)
 
-    def place(r: int, kind: str, stage: int, microbatch: int, end: float) -> bool:
-        """Append the op; False once the orders cannot win."""
+    # Per rank, its stages in the order the B and F rules look at them.
+    depth_order = [stages[::-1] if knobs.deep_first else stages for stages in rank_stages]
+    while ready:
+        # The undecided rank with the earliest clock (ties: the lowest rank) decides
+        # next; every op another rank has yet to place ends later, so what has arrived by
+        # then is already known.
+        now, r = heapq.heappop(ready)
+        stages, by_depth = rank_stages[r], depth_order[r]
+
+        # Rule 1: a B whose gradient has arrived.
+        best_b, best_b_at = -1, math.inf
+        for s in by_depth:
+            j = next_b[s]
+            if j < next_f[s]:
+                # Its gradient: the F here on the last stage, else the next stage's B.
+                # (Inlined, as the F's arrival below: a function call per stage and op
+                # was a sixth of a build.)
+                done = end_f[s][j] if s == last else end_b[s + 1][j]
+                at = done + comm_down[s] if done == done else math.inf
+                if at < best_b_at - _EPS:
+                    best_b, best_b_at = s, at
+        if best_b >= 0 and best_b_at <= now + _EPS:
+            k, chosen = 1, best_b
+        else:
+            # Rule 2: an F whose input has arrived and that has room.
+            best_f, best_f_at, blocked = -1, math.inf, False
+            for s in by_depth:
+                j = next_f[s]
+                if j >= m:
+                    continue
+                if s:  # its input: the previous stage's F
+                    done = end_f[s - 1][j]
+                    at = done + comm_down[s - 1] if done == done else math.inf
+                else:
+                    at = 0.0
+                if memory[r] + m_b[s] > room[s] + _EPS:
+                    if at <= now + _EPS:
+                        blocked = True
+                    continue
+                if at < best_f_at - _EPS:
+                    best_f, best_f_at = s, at
+            if best_f >= 0 and best_f_at <= now + _EPS:
+                k, chosen = 0, best_f
+            else:
+                # Rules 3 and 4: a W, or wait.
+                k, chosen = 2, w_or_wait(r, stages, now, min(best_b_at, best_f_at), blocked)
+                if chosen < 0:
+                    continue
+        failed = place(r, k, chosen, now)
+        if failed is not None:
+            return failed  # OVER_THE_LIMIT or CANNOT_WIN
+    # No rank left undecided: done, or every rank waits on another.
+    return DEADLOCK if any(remaining) else (g.orders, timing.value(objective))
+
+
+def _placer(problem: Problem, g: _State, step: Callable[[int, int], str | None],
+            ) -> Callable[[int, int, int, float], str | None]:
+    """The step that places an op: the build's state, then the kernel's `step`."""
+    m, num_stages, rank_of = problem.num_microbatches, problem.num_stages, \
+        problem.stage_to_rank
+    m_b, m_w = problem.m_b, problem.m_w
+    time_of = (problem.t_f, problem.t_b, problem.t_w)  # by kind: F, B, W
+    delta = (m_b, [w - b for w, b in zip(m_w, m_b, strict=True)], [-w for w in m_w])
+    counts, ends = (g.next_f, g.next_b, g.next_w), (g.end_f, g.end_b)
+    memory, orders, clock, remaining = g.memory, g.orders, g.clock, g.remaining
+    stalled, ready = g.stalled, g.ready
+
+    def place(r: int, k: int, stage: int, now: float) -> str | None:
+        """Place the next op of kind `k` (F, B, W) of `stage` on rank `r` at `now` by the
+        build's clock; None, or why the orders fail (they break the limit, or cannot
+        win)."""
+        count = counts[k]
+        microbatch = count[stage]
+        count[stage] = microbatch + 1
+        end = now + time_of[k][stage]
+        if k < 2:
+            ends[k][stage][microbatch] = end
+        memory[r] += delta[k][stage]
+        kind = _KINDS[k]
         # (tuple.__new__: half the named tuple's own constructor, at 49k ops a build)
         orders[r].append(_new(Op, (kind, stage, microbatch)))
         clock[r] = end
@@ -153,97 +245,43 @@ def _build(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: floa
             heapq.heappush(ready, (clock[q], q))
         if remaining[r]:
             heapq.heappush(ready, (end, r))
-        return timing.add(r, kind, stage, microbatch)
+        return step(r, (k * num_stages + stage) * m + microbatch)  # the kernel times it
 
-    while True:
-        # The undecided rank with the earliest clock (ties: the lowest rank) decides
-        # next; every op another rank has yet to place ends later, so what has arrived by
-        # then is already known.
-        if not ready:
-            if any(remaining):
-                return DEADLOCK  # every rank waits on another
-            return orders, timing.value(objective)
-        now, r = heapq.heappop(ready)
-        stages = rank_stages[r]
-        by_depth = stages[::-1] if knobs.deep_first else stages
+    return place
 
-        # Rule 1: a B whose gradient has arrived.
-        best_b, best_b_at = -1, math.inf
-        for s in by_depth:
-            j = next_b[s]
-            if j < next_f[s]:
-                # Its gradient: the F here on the last stage, else the next stage's B.
-                # (Inlined, as the F's arrival below: a function call per stage and op
-                # was a sixth of a build.)
-                done = end_f[s][j] if s == last else end_b[s + 1][j]
-                at = math.inf if done != done else done if s == last else done + comm_down[s]
-                if at < best_b_at - _EPS:
-                    best_b, best_b_at = s, at
-        if best_b >= 0 and best_b_at <= now + _EPS:
-            s, j = best_b, next_b[best_b]
-            end = now + t_b[s]
-            end_b[s][j] = end
-            next_b[s] += 1
-            memory[r] += m_w[s] - m_b[s]
-            if not place(r, "B", s, j, end):
-                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
-            continue
 
-        # Rule 2: an F whose input has arrived and that has room.
-        best_f, best_f_at, blocked = -1, math.inf, False
-        for s in by_depth:
-            j = next_f[s]
-            if j >= m:
-                continue
-            if s:  # its input: the previous stage's F
-                done = end_f[s - 1][j]
-                at = done + comm_down[s - 1] if done == done else math.inf
-            else:
-                at = 0.0
-            # A rank's last stage only needs room under the hard limit; an earlier one
-            # also leaves the reserve, under the (possibly capped) limit of the F rule.
-            room = limit[r] - reserve[s] if reserve[s] > 0 else hard_limit[r]
-            if memory[r] + m_b[s] > room + _EPS:
-                if at <= now + _EPS:
-                    blocked = True
-                continue
-            if at < best_f_at - _EPS:
-                best_f, best_f_at = s, at
-        if best_f >= 0 and best_f_at <= now + _EPS:
-            s, j = best_f, next_f[best_f]
-            end = now + t_f[s]
-            end_f[s][j] = end
-            next_f[s] += 1
-            memory[r] += m_b[s]
-            if not place(r, "F", s, j, end):
-                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
-            continue
 
-        # Rule 3: a W into the gap, or to free memory for a waiting F.
-        next_at = min(best_b_at, best_f_at)
+def _w_or_wait(problem: Problem, knobs: GreedyKnobs, g: _State, alike: list[float],
+               ) -> Callable[[int, list[int], float, float, bool], int]:
+    """Rules 3 and 4 for rank `r` at `now`: the stage of the oldest W owed if it goes
+    into the gap before the next arrival `next_at` (or frees memory for a `blocked`
+    F); else -1, and the rank waits for the next arrival (or, if none is known yet, for
+    other ranks). Narrows `alike` to the fills that decide alike."""
+    t_w, fill = problem.t_w, knobs.fill
+    next_w, next_b, end_b, clock, ready, stalled = g.next_w, g.next_b, g.end_b, g.clock, \
+        g.ready, g.stalled
+
+    def w_or_wait(r: int, stages: list[int], now: float, next_at: float,
+                  blocked: bool) -> int:
         w_stage = -1
         for s in stages:
-            if next_w[s] < next_b[s] and (
-                    w_stage < 0 or end_b[s][next_w[s]] < end_b[w_stage][next_w[w_stage]]):
+            if next_w[s] < next_b[s] and (w_stage < 0 or end_b[s][next_w[s]]
+                                          < end_b[w_stage][next_w[w_stage]]):
                 w_stage = s
         gap = next_at - now
-        take_w = w_stage >= 0 and (blocked or gap >= knobs.fill * t_w[w_stage] - _EPS)
+        take_w = w_stage >= 0 and (blocked or gap >= fill * t_w[w_stage] - _EPS)
         if w_stage >= 0 and not blocked and len(alike) > 1:
             alike[:] = [f for f in alike if (gap >= f * t_w[w_stage] - _EPS) == take_w]
         if take_w:
-            s, j = w_stage, next_w[w_stage]
-            next_w[s] += 1
-            memory[r] -= m_w[s]
-            if not place(r, "W", s, j, now + t_w[s]):
-                return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
-            continue
-
-        # Rule 4: wait for the next arrival (or, if none is known yet, for other ranks).
+            return w_stage
         if next_at < math.inf:
             clock[r] = next_at
             heapq.heappush(ready, (next_at, r))
         else:
             stalled[r] = True
+        return -1
+
+    return w_or_wait
 
 
 FILL_CHOICES = (1.0, 0.5, 0.0)
@@ -274,81 +312,116 @@ def greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = T
     candidate stops only once it is worse than the best so far by more than that, so
     the answer is the one the whole search would give.
     """
-    kept: list[tuple[int, float, Orders, str]] = []  # (preference, value, orders, source)
+    search = _VSearch(problem, objective)
+    names = search.named()
+    search.greedy_builds()
+    if lookahead and RACED_FIRST in names \
+            and not any(source == RACED_FIRST for *_, source in search.kept):
+        search.lookaheads()
+    # Microbatch after microbatch: rank 0 runs every stage's ops of one microbatch in
+    # turn, m times, so it cannot beat a schedule already below that.
+    floor = problem.num_microbatches * sum(map(sum, (problem.t_f, problem.t_b, problem.t_w)))
+    if not search.kept or search.best_value() > floor + _EPS:
+        search.keep(1000, one_at_a_time(problem), "one-at-a-time")
+    assert search.kept  # one_at_a_time always fits a valid profile
+    best: tuple[float, Orders, str] | None = None
+    for _, value, orders, source in sorted(search.kept, key=lambda x: x[0]):
+        if best is None or value < best[0] - _EPS:
+            best = (value, orders, source)
+    assert best is not None
+    value, orders, source = best
+    return orders, source, value
 
-    def best_value() -> float:
-        return min((value for _, value, _, _ in kept), default=math.inf)
 
-    def incumbent(preference: int) -> float:
-        # What a candidate races: it stops once it would lose by more than a tie to the
-        # best so far (a tie may still be the answer, when it is preferred), and once it
-        # cannot end below a kept candidate preferred to it: the answer (below) takes a
-        # later candidate only when it is better by `_EPS` than the best before it,
-        # which is within `_EPS` of every candidate before it, so a tie to one of them
-        # is never the answer (at p=32, m=256, 2p: the second of two tied greedy builds,
-        # a fifth of the search, ran to its end). A tie here is within a quarter of the
-        # margin: the race's floor sums a rank's op times in another order than its
-        # end, and that rounding (about 1e-10 there) hid the tie until the last op.
-        preferred = min((value for rank, value, _, _ in kept if rank < preference),
+class _VSearch:
+    """The candidates of `greedy_search` kept so far, and how each new one is raced."""
+
+    def __init__(self, problem: Problem, objective: str) -> None:
+        self.problem, self.objective = problem, objective
+        self.kept: list[tuple[int, float, Orders, str]] = []  # (preference, value, ...)
+        # Builds that ended before their end (stopped, over the limit, deadlocked), by
+        # their other knobs: the fills that decide alike, the incumbent raced, the end.
+        self.ended: dict[tuple[bool, float], list[tuple[tuple[float, ...], float, str]]] = {}
+
+    def best_value(self) -> float:
+        return min((value for _, value, _, _ in self.kept), default=math.inf)
+
+    def incumbent(self, preference: int) -> float:
+        """What a candidate races: it stops once it would lose by more than a tie to the
+        best so far (a tie may still be the answer, when it is preferred), and once it
+        cannot end below a kept candidate preferred to it: the answer takes a later
+        candidate only when it is better by `_EPS` than the best before it, which is
+        within `_EPS` of every candidate before it, so a tie to one of them is never the
+        answer (at p=32, m=256, 2p: the second of two tied greedy builds, a fifth of the
+        search, ran to its end). A tie here is within a quarter of the margin: the race's
+        floor sums a rank's op times in another order than its end, and that rounding
+        (about 1e-10 there) hid the tie until the last op."""
+        preferred = min((value for rank, value, _, _ in self.kept if rank < preference),
                         default=math.inf)
-        return min(best_value() + 3 * _EPS, preferred + MARGIN / 4)
+        return min(self.best_value() + 3 * _EPS, preferred + MARGIN / 4)
 
-    def keep(preference: int, orders: Orders | LazyOrders, source: str) -> None:
-        value = _value(problem, orders, objective, incumbent(preference))
+    def keep(self, preference: int, orders: Orders | LazyOrders, source: str) -> None:
+        value = _value(self.problem, orders, self.objective, self.incumbent(preference))
         if value is not None:
             complete = orders.complete() if isinstance(orders, LazyOrders) else orders
-            kept.append((preference, value, complete, source))
+            self.kept.append((preference, value, complete, source))
 
-    # Builds that ended before their end (stopped, over the limit, deadlocked), by their
-    # other knobs: the fills that decide alike, the incumbent raced and how it ended.
-    ended: dict[tuple[bool, float], list[tuple[tuple[float, ...], float, str]]] = {}
-
-    def build(knobs: GreedyKnobs, preference: int) -> tuple[Orders, float] | str:
-        race = incumbent(preference)
-        for fills, raced, how in ended.get((knobs.deep_first, knobs.memory_cap), ()):
+    def build(self, knobs: GreedyKnobs, preference: int) -> tuple[Orders, float] | str:
+        race = self.incumbent(preference)
+        key = (knobs.deep_first, knobs.memory_cap)
+        for fills, raced, how in self.ended.get(key, ()):
             if knobs.fill in fills and raced == race:
                 return how  # the same decisions against the same incumbent: the same end
-        built, fills = _greedy(problem, knobs, objective, race)
+        built, fills = _greedy(self.problem, knobs, self.objective, race)
         if isinstance(built, str):
-            ended.setdefault((knobs.deep_first, knobs.memory_cap), []).append(
-                (fills, race, built))
+            self.ended.setdefault(key, []).append((fills, race, built))
         return built
 
-    names = [name for name, generator in sorted(REGISTRY.items())
-             if generator.supports(problem) and problem.num_chunks > 1]
-    # ZB-V first: where it fits it is mostly the best named schedule, and the others
-    # then stop early against it (the preference stays by name).
-    raced = sorted(enumerate(names, start=100), key=lambda x: x[1] != RACED_FIRST)
-    for preference, name in raced:
-        try:
-            # Generated as far as the race reads it: a loser stops within its warm-up.
-            lazy = REGISTRY[name].lazy(problem)
-        except ValueError:
-            continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
-        keep(preference, lazy, name)
-    # The fill and priority rules first, with all the memory; then, for the best of them,
-    # holding fewer microbatches in flight (which can shorten the cool-down).
-    greedy: dict[GreedyKnobs, float] = {}
-    lost: list[GreedyKnobs] = []  # the builds that stopped as they could not win
-    preferred = [GreedyKnobs(fill, deep_first) for deep_first in (True, False)
-                 for fill in FILL_CHOICES]
-    # Raced the least fill first: on the paper profiles it is mostly the best of the
-    # six, and the others then stop earlier against it (the preference stays as listed).
-    for knobs in sorted(preferred, key=lambda k: k.fill):
-        built = build(knobs, 1 + preferred.index(knobs))
-        if built == CANNOT_WIN:
-            lost.append(knobs)
-        elif not isinstance(built, str):
-            greedy[knobs] = built[1]
-            kept.append((1 + preferred.index(knobs), built[1], built[0], "greedy"))
-    lost.sort(key=preferred.index)
-    greedy = {k: greedy[k] for k in preferred if k in greedy}
-    if any(map(math.isfinite, problem.memory_limit)):
-        # For the best valid build of the six (the first, unless a later one is better
-        # by `_EPS`). A stopped one was worse than a kept candidate, so it could not beat
-        # a finished one; when every valid build stopped, their values are unknown and
-        # each one's caps are tried (a losing capped build stops as early). None valid:
-        # no caps, as the knobs to cap are not known.
+    def named(self) -> list[str]:
+        """The named schedules of the placement, timed first; their names."""
+        problem = self.problem
+        names = [name for name, generator in sorted(REGISTRY.items())
+                 if generator.supports(problem) and problem.num_chunks > 1]
+        # ZB-V first: where it fits it is mostly the best named schedule, and the others
+        # then stop early against it (the preference stays by name).
+        raced = sorted(enumerate(names, start=100), key=lambda x: x[1] != RACED_FIRST)
+        for preference, name in raced:
+            try:
+                # Generated as far as the race reads it: a loser stops within its warm-up.
+                lazy = REGISTRY[name].lazy(problem)
+            except ValueError:
+                continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
+            self.keep(preference, lazy, name)
+        return names
+
+    def greedy_builds(self) -> None:
+        """The fill and priority rules first, with all the memory; then, for the best of
+        them, holding fewer microbatches in flight (which can shorten the cool-down)."""
+        greedy: dict[GreedyKnobs, float] = {}
+        lost: list[GreedyKnobs] = []  # the builds that stopped as they could not win
+        preferred = [GreedyKnobs(fill, deep_first) for deep_first in (True, False)
+                     for fill in FILL_CHOICES]
+        # Raced the least fill first: on the paper profiles it is mostly the best of the
+        # six, and the others then stop earlier against it (the preference stays).
+        for knobs in sorted(preferred, key=lambda k: k.fill):
+            built = self.build(knobs, 1 + preferred.index(knobs))
+            if built == CANNOT_WIN:
+                lost.append(knobs)
+            elif not isinstance(built, str):
+                greedy[knobs] = built[1]
+                self.kept.append((1 + preferred.index(knobs), built[1], built[0], "greedy"))
+        lost.sort(key=preferred.index)
+        greedy = {k: greedy[k] for k in preferred if k in greedy}
+        if any(map(math.isfinite, self.problem.memory_limit)):
+            self.capped_builds(greedy, lost)
+
+    def capped_builds(self, greedy: dict[GreedyKnobs, float], lost: list[GreedyKnobs],
+                      ) -> None:
+        """For the best valid build of the six (the first, unless a later one is better
+        by `_EPS`), the memory caps. A stopped one was worse than a kept candidate, so it
+        could not beat a finished one; when every valid build stopped, their values are
+        unknown and each one's caps are tried (a losing capped build stops as early).
+        None valid: no caps, as the knobs to cap are not known."""
         best_knobs: GreedyKnobs | None = None
         for knobs, value in greedy.items():
             if best_knobs is None or value < greedy[best_knobs] - _EPS:
@@ -357,30 +430,18 @@ def greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = T
                   for knobs in ([best_knobs] if best_knobs is not None else lost)
                   for cap in MEMORY_CAPS[1:]]
         for knobs in sorted(capped, key=lambda k: k.fill):  # raced as the six were
-            built = build(knobs, 10 + capped.index(knobs))
+            built = self.build(knobs, 10 + capped.index(knobs))
             if not isinstance(built, str):
-                kept.append((10 + capped.index(knobs), built[1], built[0], "greedy"))
-    if lookahead and RACED_FIRST in names \
-            and not any(source == RACED_FIRST for *_, source in kept):
-        # Below ZB-V's memory: the named V orders, list-scheduled with a lookahead window
-        # under the limit (`solver.lookahead`), raced as the builds were.
+                self.kept.append((10 + capped.index(knobs), built[1], built[0], "greedy"))
+
+    def lookaheads(self) -> None:
+        """Below ZB-V's memory: the named V orders, list-scheduled with a lookahead
+        window under the limit (`solver.lookahead`), raced as the builds were."""
         for preference, candidate in enumerate(LOOKAHEADS, start=200):
-            built = _lookahead(problem, candidate, objective, incumbent(preference))
+            built = _lookahead(self.problem, candidate, self.objective,
+                               self.incumbent(preference))
             if not isinstance(built, str):
-                kept.append((preference, built[1], built[0], candidate.name))
-    # Microbatch after microbatch: rank 0 runs every stage's ops of one microbatch in
-    # turn, m times, so it cannot beat a schedule already below that.
-    floor = problem.num_microbatches * sum(map(sum, (problem.t_f, problem.t_b, problem.t_w)))
-    if not kept or best_value() > floor + _EPS:
-        keep(1000, one_at_a_time(problem), "one-at-a-time")
-    assert kept  # one_at_a_time always fits a valid profile
-    best: tuple[float, Orders, str] | None = None
-    for _, value, orders, source in sorted(kept, key=lambda x: x[0]):
-        if best is None or value < best[0] - _EPS:
-            best = (value, orders, source)
-    assert best is not None
-    value, orders, source = best
-    return orders, source, value
+                self.kept.append((preference, built[1], built[0], candidate.name))
 
 
 def _greedy(problem: Problem, knobs: GreedyKnobs, objective: str, incumbent: float,

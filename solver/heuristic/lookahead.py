@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ppsched.solver.generators import REGISTRY
 from ppsched.solver.heuristic.chunked_timing import (
-    CANNOT_WIN,
     DEADLOCK,
-    OVER_THE_LIMIT,
     RunningTiming,
 )
 from ppsched.solver.model.ops import Op, Orders
@@ -30,6 +29,7 @@ from ppsched.solver.model.problem import Problem
 
 _EPS = 1e-9
 _new = tuple.__new__
+_KIND = {"F": 0, "B": 1, "W": 2}
 
 
 @dataclass(frozen=True)
@@ -97,18 +97,70 @@ def later_stages_room(problem: Problem) -> list[float]:
 def _schedule(problem: Problem, priority: list[list[Op]], window: int, reserve_on: bool,
               objective: str, incumbent: float) -> tuple[Orders, float] | str:
     p, m, num_stages = problem.num_ranks, problem.num_microbatches, problem.num_stages
-    last = num_stages - 1
     duration = {"F": problem.t_f, "B": problem.t_b, "W": problem.t_w}
-    m_b, m_w, limit = problem.m_b, problem.m_w, problem.memory_limit
-    comm_down = [problem.comm(s, s + 1) for s in range(last)]
-    reserve = later_stages_room(problem) if reserve_on else [0.0] * num_stages
-    end_f = [[math.nan] * m for _ in range(num_stages)]
-    end_b = [[math.nan] * m for _ in range(num_stages)]
-    memory = [0.0] * p
+    m_b, m_w = problem.m_b, problem.m_w
+    state = _State(problem)
+    pick = _pick(problem, state, window, reserve_on)
     orders: Orders = [[] for _ in range(p)]
     ready = [(0.0, r) for r in range(p) if priority[r]]
     stalled: list[int] = []  # ranks with no input known to arrive: wait for a placement
     timing = RunningTiming(problem, objective, incumbent)
+    while ready:
+        now, r = heapq.heappop(ready)
+        row = priority[r]
+        chosen, next_at = pick(r, row, now)
+        if chosen < 0:
+            if next_at < math.inf:
+                heapq.heappush(ready, (next_at, r))
+            else:
+                stalled.append(r)
+            continue
+        kind, s, j = row.pop(chosen)
+        end = now + duration[kind][s]
+        if kind == "F":
+            state.end_f[s][j] = end
+            state.memory[r] += m_b[s]
+        elif kind == "B":
+            state.end_b[s][j] = end
+            state.memory[r] += m_w[s] - m_b[s]
+        else:
+            state.memory[r] -= m_w[s]
+        orders[r].append(_new(Op, (kind, s, j)))
+        failed = timing.place(r, (_KIND[kind] * num_stages + s) * m + j)  # the kernel
+        if failed is not None:
+            return failed  # OVER_THE_LIMIT or CANNOT_WIN
+        if row:
+            heapq.heappush(ready, (end, r))
+        # A placed op may be the input a stalled rank waits for; it looks again then.
+        for q in stalled:
+            heapq.heappush(ready, (end, q))
+        stalled.clear()
+    if any(priority):
+        return DEADLOCK
+    return orders, timing.value(objective)
+
+
+class _State:
+    """Per stage, its placed ops' ends by the build's clock (nan: not placed); per rank,
+    its memory."""
+
+    def __init__(self, problem: Problem) -> None:
+        m, num_stages = problem.num_microbatches, problem.num_stages
+        self.end_f = [[math.nan] * m for _ in range(num_stages)]
+        self.end_b = [[math.nan] * m for _ in range(num_stages)]
+        self.memory = [0.0] * problem.num_ranks
+
+
+def _pick(problem: Problem, state: _State, window: int, reserve_on: bool,
+          ) -> Callable[[int, list[Op], float], tuple[int, float]]:
+    """The rule: the first of a rank's next `window` ops whose input has arrived by
+    `now` and that fits the memory limit (its position, or -1), and the earliest arrival
+    of those that fit (inf: none known)."""
+    last = problem.num_stages - 1
+    m_b, m_w, limit = problem.m_b, problem.m_w, problem.memory_limit
+    comm_down = [problem.comm(s, s + 1) for s in range(last)]
+    reserve = later_stages_room(problem) if reserve_on else [0.0] * problem.num_stages
+    end_f, end_b, memory = state.end_f, state.end_b, state.memory
 
     def arrival(kind: str, s: int, j: int) -> float:
         """When the op's input arrives (nan: its input is not placed yet)."""
@@ -123,44 +175,16 @@ def _schedule(problem: Problem, priority: list[list[Op]], window: int, reserve_o
             return memory[r] + m_b[s] <= limit[r] - reserve[s] + _EPS
         return kind == "W" or memory[r] + m_w[s] - m_b[s] <= limit[r] + _EPS
 
-    while ready:
-        now, r = heapq.heappop(ready)
-        row = priority[r]
-        chosen, next_at = -1, math.inf
+    def pick(r: int, row: list[Op], now: float) -> tuple[int, float]:
+        next_at = math.inf
         for i in range(min(window, len(row))):
             kind, s, j = row[i]
             at = arrival(kind, s, j)
             if at != at or not fits(r, kind, s):
                 continue  # not placeable yet: its input is not placed, or no room
             if at <= now + _EPS:
-                chosen = i
-                break
+                return i, next_at
             next_at = min(next_at, at)
-        if chosen < 0:
-            if next_at < math.inf:
-                heapq.heappush(ready, (next_at, r))
-            else:
-                stalled.append(r)
-            continue
-        kind, s, j = row.pop(chosen)
-        end = now + duration[kind][s]
-        if kind == "F":
-            end_f[s][j] = end
-            memory[r] += m_b[s]
-        elif kind == "B":
-            end_b[s][j] = end
-            memory[r] += m_w[s] - m_b[s]
-        else:
-            memory[r] -= m_w[s]
-        orders[r].append(_new(Op, (kind, s, j)))
-        if not timing.add(r, kind, s, j):
-            return OVER_THE_LIMIT if timing.over_limit else CANNOT_WIN
-        if row:
-            heapq.heappush(ready, (end, r))
-        # A placed op may be the input a stalled rank waits for; it looks again then.
-        for q in stalled:
-            heapq.heappush(ready, (end, q))
-        stalled.clear()
-    if any(priority):
-        return DEADLOCK
-    return orders, timing.value(objective)
+        return -1, next_at
+
+    return pick

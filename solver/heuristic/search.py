@@ -1,22 +1,11 @@
-"""The Zero Bubble automatic heuristic (Qi et al. 2024, section 3.1), with a search over
-its knobs.
+"""The Zero Bubble automatic heuristic's knob search (Qi et al. 2024, section 3.1).
 
-One build is the paper's recipe for one choice of knobs:
-
-1. Warm-up: stage j runs ``warmup[j]`` forwards before its first B; counts never grow
-   down the pipeline (stage j schedules at least as many Fs as stage j+1).
-2. Main step: 1F1B, one F and one B per stage per wave; wave i places the Fs in stage
-   order (each F's input is then already timed) and the B of microbatch i in reverse
-   stage order (each B's gradient is then already timed). Before an op whose input
-   arrives later than the rank is free, Ws fill the gap: every W that fits, and one more
-   that overruns it when the gap is at least ``fill`` of a W (or, with ``balance``, when
-   idling would make this stage the most idle one). Before an F, Ws also run while the
-   F would break the memory limit.
-3. Cool-down: the remaining Ws, in microbatch order.
-
-Because every op is placed after its dependency, a build times itself exactly as the
-simulator does (list scheduling), so the search compares builds by their own cost and
-only the winner is re-timed and validated by the simulator.
+One build (`heuristic.build`) is the paper's recipe for one choice of knobs
+(`heuristic.knobs.Knobs`): a warm-up of forwards per stage, 1F1B waves with Ws filling
+the gaps, and a cool-down of the Ws still owed. The search here tries warm-up families,
+fill rules and cool-down rules, refines the warm-up counts, and keeps the best build, the
+fixed fallbacks and the paper's algorithm as candidates; only the winner is re-timed and
+validated by the simulator.
 """
 
 from __future__ import annotations
@@ -25,150 +14,33 @@ import dataclasses
 import itertools
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Callable, Iterator
 
 from ppsched.solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
 from ppsched.solver.generators.zero_bubble import zb_h1, zb_h1_warmup, zb_h2, zb_h2_warmup
-from ppsched.solver.heuristic.early_stop import (
-    MARGIN,
-    cannot_win,
-    idle_cap,
-    is_checkpoint,
-    stage_floors,
-    warm_up_floor,
+from ppsched.solver.heuristic.build import build
+from ppsched.solver.heuristic.early_stop import MARGIN, warm_up_floor
+from ppsched.solver.heuristic.knobs import (
+    COOLDOWN_B_FIRST,
+    COOLDOWN_GREEDY,
+    COOLDOWN_HEAD_START,
+    FILL_CHOICES,
+    Build,
+    Knobs,
 )
 from ppsched.solver.heuristic.order_timing import time_order
 from ppsched.solver.heuristic.paper import PaperBuild, paper_candidates
-from ppsched.solver.heuristic.warm_up import Forwards, forwards_only
+from ppsched.solver.heuristic.warm_up import forwards_only
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import ProfileError
-from ppsched.solver.model.ops import Kind, Op, Orders
+from ppsched.solver.model.ops import Orders
 from ppsched.solver.model.problem import Problem
 
 log = logging.getLogger(__name__)
-_new_tuple = tuple.__new__
-
 _EPS = 1e-9
-FILL_CHOICES = (0.2, 0.5, 1.0)
-COOLDOWN_GREEDY, COOLDOWN_HEAD_START, COOLDOWN_B_FIRST = range(3)
-FillRule = tuple[float, int, bool]
-"""The knobs the W fill's decisions read: (fill, cooldown, balance)."""
-Decision = tuple[int, bool, bool, float, float, float]
-"""What a W fill decision sees (the arguments of `_stops` after the rule)."""
 
-
-@dataclass(frozen=True)
-class Decisions:
-    """What the W fill decisions of one build saw, and how it decided each.
-
-    Attributes:
-        main: (what it saw, whether it stopped) at each decision of a stage before its
-            last F, which reads the fill and balance knobs only.
-        cooldown: the same past a stage's last F (stages after the first: stage 0 then
-            runs every W, whatever the knobs).
-    """
-
-    main: list[tuple[Decision, bool]] = dataclasses.field(default_factory=list)
-    cooldown: list[tuple[Decision, bool]] = dataclasses.field(default_factory=list)
-
-    def add(self, seen: Decision, stop: bool) -> None:
-        """Record a decision (stage 0 past its last F runs every W: nothing to record)."""
-        stage, past_last_f = seen[0], seen[1]
-        if not past_last_f:
-            self.main.append((seen, stop))
-        elif stage > 0:
-            self.cooldown.append((seen, stop))
-
-    def alike(self, own: FillRule, rule: FillRule) -> bool:
-        """Whether `rule` decides each of them as `own` did."""
-        # Before a stage's last F the threshold is the fill: two rules with balance and
-        # fills above 0 decide alike, and so do two with the same fill and balance.
-        fill, _, balance = rule
-        main_alike = (own[2] and balance and own[0] > 0.0 and fill > 0.0) \
-            or (own[0], own[2]) == (fill, balance)
-        if not main_alike:
-            # `_stops` before the last F, inlined (the threshold is the fill): these
-            # decisions are the most, and this runs for every knob the search tries.
-            if balance and fill > 0.0:
-                if any((seen[3] <= seen[5]) != stop for seen, stop in self.main):
-                    return False
-            elif any((seen[3] < fill * seen[4]) != stop for seen, stop in self.main):
-                return False
-        return all(_stops(rule, *seen) == stop for seen, stop in self.cooldown)
 # How many ops the warm-up refinement may build in all (about 0.15 s of builds here).
 REFINE_BUDGET_OPS = 250_000
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """One point of the heuristic's search space.
-
-    Attributes:
-        warmup: forwards before the first B, per stage (non-increasing down the pipeline).
-        fill: a W that would overrun an idle gap is still inserted when the gap is at
-            least this fraction of the W's time (1.0: only Ws that fit whole).
-        cooldown: past its last F, what a stage other than the first does with Ws:
-            ``COOLDOWN_GREEDY`` fills as in the main step; ``COOLDOWN_HEAD_START`` keeps
-            its Bs flowing (whole Ws only) while its backlog of Ws fits in the head start
-            it has on stage 0; ``COOLDOWN_B_FIRST`` always inserts whole Ws only.
-    """
-
-    warmup: tuple[int, ...]
-    fill: float
-    cooldown: int = COOLDOWN_GREEDY
-    balance: bool = False
-    b_first_when_capped: bool = False
-    fused: tuple[bool, ...] = ()
-    """Per stage, whether its backward runs fused (BW, no W held): where m_w > m_b and the
-    limit is tight, a split B would need room that a BW does not (DESIGN.md 6.1)."""
-
-
-@dataclass(frozen=True)
-class Build:
-    """One candidate order with its cost as the build timed it.
-
-    A build keeps its ops as ints (``kind * m + microbatch``, kinds F, B, W, BW = 0, 1, 2,
-    3) and makes `Op`s only when its orders are asked for: most candidates lose.
-    """
-
-    cost: float
-    makespan: float
-    source: str
-    codes: list[list[int]] | None = None
-    given_orders: Orders | None = None
-    num_microbatches: int = 0
-    knobs: Knobs | None = None
-    """The knobs of a knob search build (None for the other candidates)."""
-    decisions: Decisions | None = None
-    """What each W fill decision of the build saw, up to where it ended or gave up
-    (None: not recorded): see `decides_alike`."""
-
-    def decides_alike(self, rule: FillRule) -> bool:
-        """Whether knobs that differ from this build's only in taking the W fill `rule`
-        build it again, op for op: at each of its decisions the rule decides as its own
-        did (and then a build with them ends or gives up where this one did)."""
-        assert self.knobs is not None
-        own = (self.knobs.fill, self.knobs.cooldown, self.knobs.balance)
-        if rule == own:
-            return True
-        return self.decisions is not None and self.decisions.alike(own, rule)
-
-    @cached_property
-    def orders(self) -> Orders:
-        if self.given_orders is not None:
-            return self.given_orders
-        assert self.codes is not None
-        m = self.num_microbatches
-        kinds: tuple[Kind, ...] = ("F", "B", "W", "BW")
-        # tuple.__new__: what Op(...) does, without its Python-level __new__ (a third of
-        # the time, for every op of the winner).
-        return [[_new_tuple(Op, (kinds[c // m], j, c % m)) for c in row]
-                for j, row in enumerate(self.codes)]
-
-    def objective(self, name: str) -> float:
-        return self.makespan if name == "makespan" else self.cost
 
 
 def zb_heuristic(problem: Problem, objective: str = "cost") -> Build:
@@ -418,273 +290,3 @@ def _first_b_fit(problem: Problem, caps: list[int], cover: bool) -> list[int]:
         counts[j] = k
         b_end = max(f_end[j][k - 1], arrive) + problem.t_b[j]
     return counts
-
-
-def _threshold(fill: float, cooldown: int, stage: int, past_last_f: bool,
-               backlog_fits: bool) -> float:
-    """The least gap, in Ws, into which the fill runs a W that overruns it."""
-    if not past_last_f:
-        return fill
-    # Past its last F, stage 0 feeds no one: idling is never better than a W. A later
-    # stage started later, so Ws it leaves to the end cost it nothing up to that head
-    # start; meanwhile it may keep its Bs flowing to stage 0.
-    if stage == 0:
-        return 0.0
-    if cooldown == COOLDOWN_B_FIRST:
-        return 1.0
-    if cooldown == COOLDOWN_HEAD_START:
-        return 1.0 if backlog_fits else 0.0
-    return fill
-
-
-def _stops(rule: FillRule, stage: int, past_last_f: bool, backlog_fits: bool, gap: float,
-           t_w: float, idle_slack: float) -> bool:
-    """Whether the fill leaves a gap idle rather than overrun it with a W: with balance,
-    when idling keeps this stage no more idle than the most idle one (`idle_slack`: how
-    far it is behind that one)."""
-    fill, cooldown, balance = rule
-    threshold = _threshold(fill, cooldown, stage, past_last_f, backlog_fits)
-    if balance and threshold > 0.0:
-        return gap <= idle_slack
-    return gap < threshold * t_w
-
-
-def build(problem: Problem, knobs: Knobs, incumbent: float = math.inf,
-          objective: str = "cost", forwards: Forwards | None = None,
-          record: bool = False) -> Build:
-    """Run the heuristic once with fixed knobs; see the module docstring for the steps.
-
-    With a finite `incumbent`, the build gives up (cost and makespan infinite) as soon as
-    its `objective` provably cannot beat it (`solver.early_stop`). With `forwards` (the
-    problem's), the warm-up is copied from it rather than placed op by op. With
-    `record`, the build keeps what its W fill decisions saw (`Build.decides_alike`).
-    """
-    if forwards is not None and math.isfinite(incumbent) and forwards.covers(knobs.warmup) \
-            and forwards.cannot_win(problem, knobs.warmup, knobs.fused, objective, incumbent):
-        # It would give up at its first checkpoint (and so would any fill rule on it).
-        return _lost("cannot win", knobs, Decisions() if record else None)
-    p, m = problem.num_ranks, problem.num_microbatches
-    t_f, t_b, t_w = problem.t_f, problem.t_b, problem.t_w
-    t_comm, m_b, m_w = problem.t_comm, problem.m_b, problem.m_w
-    limit = problem.memory_limit
-    fill, cooldown, balance = knobs.fill, knobs.cooldown, knobs.balance
-    fused = knobs.fused or (False,) * p
-    grows = [w > b for w, b in zip(m_w, m_b, strict=True)]  # a B adds memory (6.1)
-    idle = [0.0] * p  # per stage, idle time since its first F
-    busy = [m * (t_f[j] + t_b[j] + t_w[j]) for j in range(p)]  # per stage, its op time
-    cap = idle_cap(incumbent)
-    most_idle = [0.0]  # the largest of `idle`, kept as it only grows
-    free = [0.0] * p
-    first = [0.0] * p
-    mem = [0.0] * p
-    num_f, num_b, num_w = [0] * p, [0] * p, [0] * p
-    f_end = [[0.0] * m for _ in range(p)]
-    b_end = [[0.0] * m for _ in range(p)]
-    # Ops as ints (kind * m + microbatch; kinds F, B, W = 0, 1, 2) until the end.
-    codes: list[list[int]] = [[] for _ in range(p)]
-    decisions = Decisions() if record else None
-
-    def run_w(j: int) -> None:
-        x = num_w[j]
-        free[j] += t_w[j]
-        mem[j] -= m_w[j]
-        num_w[j] = x + 1
-        codes[j].append(2 * m + x)
-
-    def fill_gap(j: int, ready: float) -> None:
-        # Ws into the idle time before `ready`: whole ones, then one that overruns a gap
-        # of at least `fill` of a W (it delays the op, but idles the rank less).
-        past_last_f = num_f[j] == m  # then the cool-down rule sets the threshold
-        backlog_fits = past_last_f and (num_b[j] - num_w[j]) * t_w[j] <= first[j] - first[0]
-        threshold = _threshold(fill, cooldown, j, True, backlog_fits) if past_last_f else fill
-        t = t_w[j]
-        x, owed, clock, row = num_w[j], num_b[j], free[j], codes[j]
-        while x < owed:
-            gap = ready - clock
-            if gap <= _EPS:
-                break
-            if gap < t - _EPS:  # the W would overrun the gap: a decision (`_stops`)
-                slack = most_idle[0] - idle[j]
-                stop = gap <= slack if balance and threshold > 0.0 else gap < threshold * t
-                if decisions is not None:
-                    decisions.add((j, past_last_f, backlog_fits, gap, t, slack), stop)
-                if stop:
-                    break
-            clock += t  # run_w, inlined: this loop is most of a build's W fill
-            mem[j] -= m_w[j]
-            row.append(2 * m + x)
-            x += 1
-        num_w[j], free[j] = x, clock
-
-    def wait(j: int, start: float) -> None:  # the rank idles until `start`
-        idle[j] += start - free[j]
-        if idle[j] > most_idle[0]:
-            most_idle[0] = idle[j]
-        if busy[j] + idle[j] > cap:  # this stage's span alone loses (`idle_cap`)
-            raise _CannotWin
-
-    over = [False]  # some op broke the memory limit: the build is not a candidate
-
-    def make_room(j: int, need: float) -> None:
-        # Ws until `need` more fits under the limit (or none is owed).
-        while mem[j] + need > limit[j] + _EPS and num_w[j] < num_b[j]:
-            run_w(j)
-        if mem[j] + need > limit[j] + _EPS:
-            over[0] = True
-
-    # The hot path: helpers are called only with work to do, put_* once per wave's stages.
-    def put_fs(stages: Iterable[int]) -> None:  # the next F of each stage with Fs left
-        for j in stages:
-            x = num_f[j]
-            if x == m:
-                continue
-            ready = f_end[j - 1][x] + t_comm[j - 1] if j > 0 else 0.0
-            if mem[j] + m_b[j] > limit[j] + _EPS:
-                make_room(j, m_b[j])  # the F would break the memory limit
-            clock = free[j]
-            if ready - clock > _EPS and x > 0 and num_w[j] < num_b[j]:
-                fill_gap(j, ready)
-                clock = free[j]
-            if x == 0:
-                first[j] = clock = clock if clock > ready else ready
-            elif ready > clock:
-                wait(j, ready)
-                clock = ready
-            free[j] = f_end[j][x] = clock + t_f[j]
-            mem[j] += m_b[j]
-            num_f[j] = x + 1
-            codes[j].append(x)
-
-    last = p - 1
-    held_by_b = [w - b for w, b in zip(m_w, m_b, strict=True)]  # what a B adds
-
-    def put_bs(stages: Iterable[int]) -> None:  # the next B (or BW) of each stage
-        for j in stages:
-            x = num_b[j]
-            ready = b_end[j + 1][x] + t_comm[j] if j < last else f_end[j][x]
-            if fused[j]:  # BW: frees m_b at its end, owes no W
-                start = free[j] if free[j] > ready else ready
-                if start > free[j]:
-                    wait(j, start)
-                free[j] = b_end[j][x] = start + t_b[j] + t_w[j]
-                mem[j] -= m_b[j]
-                num_b[j] = num_w[j] = x + 1
-                codes[j].append(3 * m + x)
-                continue
-            if grows[j]:
-                make_room(j, m_w[j] - m_b[j])  # m_w > m_b (DESIGN.md 6.1): B adds memory
-            clock = free[j]
-            if ready - clock > _EPS and num_w[j] < x:
-                fill_gap(j, ready)
-                clock = free[j]
-            if ready > clock:
-                wait(j, ready)
-                clock = ready
-            free[j] = b_end[j][x] = clock + t_b[j]
-            mem[j] += held_by_b[j]
-            num_b[j] = x + 1
-            codes[j].append(m + x)
-
-    def give_up() -> bool:
-        ends = stage_floors(free, num_f, num_b, num_w, f_end, b_end, t_f, t_b, t_w, t_comm, fused)
-        return cannot_win(ends, first, objective, incumbent)
-
-    def warm_up() -> None:  # step 1: stage by stage, so each F's input is already timed
-        if forwards is not None and forwards.covers(knobs.warmup):
-            over[0] = forwards.place(knobs.warmup, f_end, free, first, idle, mem, num_f, codes)
-            most_idle[0] = max(0.0, *idle)
-            if any(b + i > cap for b, i in zip(busy, idle, strict=True)):
-                raise _CannotWin
-        else:
-            for j in range(p):
-                put_fs((j,) * knobs.warmup[j])
-
-    # Step 2 (main step): wave i = one F per stage down the pipeline, then B of
-    # microbatch i up the pipeline.
-    b_first = [knobs.b_first_when_capped and j > 0 and knobs.warmup[j] == knobs.warmup[j - 1]
-               for j in range(p)]
-    stop = give_up if math.isfinite(incumbent) else None
-    try:
-        warm_up()
-        done = _waves(p, m, put_fs, put_bs, stop) if not any(b_first) else \
-            _waves_b_first(p, m, b_first, num_f, num_b, put_fs, put_bs, stop)
-    except _CannotWin:
-        done = False
-    if not done:
-        return _lost("stuck" if done is None else "cannot win", knobs, decisions)
-    # Step 3 (cool-down): the Ws still owed.
-    for j in range(p):
-        while num_w[j] < m:
-            run_w(j)
-    if over[0]:
-        return _lost("over the memory limit", knobs, decisions)
-    cost = max(free[j] - first[j] for j in range(p))
-    return Build(cost, max(free) - min(first), "zb-heuristic", codes=codes,
-                 num_microbatches=m, decisions=decisions, knobs=knobs)
-
-
-def _lost(why: str, knobs: Knobs, decisions: Decisions | None) -> Build:
-    """A build that is no candidate, and why."""
-    return Build(math.inf, math.inf, f"zb-heuristic ({why})", knobs=knobs, decisions=decisions)
-
-
-class _CannotWin(Exception):
-    """A stage of the build has idled so long that its span alone loses (`idle_cap`)."""
-
-
-def _waves(p: int, m: int, put_fs: Callable[[Iterable[int]], None],
-           put_bs: Callable[[Iterable[int]], None],
-           give_up: Callable[[], bool] | None) -> bool:
-    """The main step's 1F1B waves: wave i places one F per stage down the pipeline (each
-    F's input is then already timed; stages with no F left skip it), then the B of
-    microbatch i up the pipeline. False when `give_up` said so at a checkpoint."""
-    down, up = range(p), range(p - 1, -1, -1)
-    for i in range(m):
-        if give_up is not None and is_checkpoint(i, m) and give_up():
-            return False
-        if i > 0:
-            put_fs(down)
-        put_bs(up)
-    return True
-
-
-def _waves_b_first(p: int, m: int, b_first: list[bool], num_f: list[int],
-                   num_b: list[int], put_fs: Callable[[Iterable[int]], None],
-                   put_bs: Callable[[Iterable[int]], None],
-                   give_up: Callable[[], bool] | None) -> bool | None:
-    """The main step where some stages take B before F in each wave; None if stuck,
-    False when `give_up` said so at a checkpoint.
-
-    A stage with as many warm-up Fs as the one before it (both capped by memory) takes
-    its B before its F in each wave: with F first, its B would wait for its F, which
-    waits for the previous stage's F of the same wave, which waits for that stage's
-    previous B; every wave would then cost two Fs and two Bs. Ops are placed as their
-    inputs are placed, stage by stage, until the wave is done.
-    """
-    for i in range(m):
-        if give_up is not None and is_checkpoint(i, m) and give_up():
-            return False
-        todo = [["B"] if i == 0 else (["B", "F"] if b_first[j] else ["F", "B"])
-                for j in range(p)]
-        for j in range(p):
-            if num_f[j] >= m and "F" in todo[j]:
-                todo[j].remove("F")
-        left = sum(map(len, todo))
-        while left:
-            placed = left
-            for j in range(p):
-                while todo[j]:
-                    if todo[j][0] == "F":
-                        if j > 0 and num_f[j - 1] <= num_f[j]:
-                            break
-                        put_fs((j,))
-                    else:
-                        x = num_b[j]
-                        if (num_f[j] if j == p - 1 else num_b[j + 1]) <= x:
-                            break
-                        put_bs((j,))
-                    todo[j].pop(0)
-                    left -= 1
-            if left == placed:  # no stage could move: this knob deadlocks here
-                return None
-    return True

@@ -23,13 +23,14 @@ The rules, section 6.3 as written, plus one where it is silent:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import Violation
 from ppsched.solver.model.ops import Op, lane_of, policy_of
 from ppsched.solver.model.policy_fields import policy_fields
 from ppsched.solver.model.problem import Problem
+from ppsched.solver.sim.kernel import KIND_INDEX, NO_OP, input_ready, slot, tables
 from ppsched.solver.sim.lane_rules import (
     lane_keys,
     peaks_over_time,
@@ -74,6 +75,21 @@ def check_policy_ops(problem: Problem, ranks: list[list[Op]]) -> list[Violation]
             if kind in _COPY and not fields.can_offload:
                 found.append(Violation("policy", f"{op}: the profile offers no offload "
                                        "(set t_offload)", r, i))
+    found += _check_policy_complete(problem, seen)
+    for r, ops in enumerate(ranks):
+        position = {op: i for i, op in enumerate(ops)}
+        for i, op in enumerate(ops):
+            if op.kind == "R" and position.get(Op("F", op.stage, op.microbatch), -1) > i:
+                found.append(Violation("order", f"{op} at rank {r} position {i} is listed "
+                                       "before its F", r, i))
+    return found
+
+
+def _check_policy_complete(problem: Problem, seen: dict[Op, tuple[int, int]],
+                           ) -> list[Violation]:
+    """Each (stage, microbatch): its F and backward, and R or O (with its L), not both."""
+    found: list[Violation] = []
+    S, m = problem.num_stages, problem.num_microbatches
     for s in range(S):
         for j in range(m):
             has = {k: Op(k, s, j) in seen for k in ("F", "B", "W", "BW", *POLICY_KINDS)}  # type: ignore[arg-type]
@@ -88,55 +104,56 @@ def check_policy_ops(problem: Problem, ranks: list[list[Op]]) -> list[Violation]
                 found.append(Violation("policy", f"stage {s} microbatch {j} has an "
                                        f"{'O without its L' if has['O'] else 'L without its O'}",
                                        rank))
-    for r, ops in enumerate(ranks):
-        position = {op: i for i, op in enumerate(ops)}
-        for i, op in enumerate(ops):
-            if op.kind == "R" and position.get(Op("F", op.stage, op.microbatch), -1) > i:
-                found.append(Violation("order", f"{op} at rank {r} position {i} is listed "
-                                       "before its F", r, i))
     return found
 
 
-def time_lanes(problem: Problem, ranks: list[list[Op]],
-               ) -> tuple[list[list[float | None]], list[list[float | None]]]:
-    """List scheduling per lane with the issue rule; None where an op was never timed
-    (a deadlock)."""
-    fields = policy_fields(problem)
-    last = problem.num_stages - 1
-    policy = policy_of(ranks)
-    present = {op for ops in ranks for op in ops}
-    durations = {"F": problem.t_f, "B": problem.t_b, "W": problem.t_w, "R": fields.t_r,
-                 "O": fields.t_offload, "L": fields.t_reload}
+class _LaneOps:
+    """The rules of the ops of an order with policy ops: section 3's by the timing
+    kernel (`sim.kernel.Tables`), and 6.3's for R, O and L. Ops are keyed as the kernel
+    keeps their ends (a BW's end is its B's: the B below waits for either), R, O and L
+    after them."""
 
-    def duration(op: Op) -> float:
-        if op.kind == "BW":
-            return problem.t_b[op.stage] + problem.t_w[op.stage]
-        return durations[op.kind][op.stage]
+    def __init__(self, problem: Problem, ranks: list[list[Op]]) -> None:
+        self.t = tables(problem)
+        fields = policy_fields(problem)
+        self.policy = policy_of(ranks)
+        self.copy_time = {"R": fields.t_r, "O": fields.t_offload, "L": fields.t_reload}
+        self.base = {"R": 3, "O": 4, "L": 5}  # their keys: base * block + stage * m + mb
 
-    def dependencies(op: Op) -> list[tuple[Op, float]]:
+    def key(self, op: Op) -> int:
         kind, s, j = op
-        if kind == "F":
-            return [(Op("F", s - 1, j), problem.comm(s - 1, s))] if s > 0 else []
-        if kind == "W":
-            return [(Op("B", s, j), 0.0)]
+        t = self.t
+        if kind in self.base:
+            return self.base[kind] * t.block + s * t.m + j
+        return slot((KIND_INDEX[kind] * t.S + s) * t.m + j, t.block)
+
+    def duration(self, op: Op) -> float:
+        kind, s, j = op
+        if kind in self.base:
+            return self.copy_time[kind][s]
+        return self.t.dur[(KIND_INDEX[kind] * self.t.S + s) * self.t.m + j]
+
+    def dependencies(self, op: Op) -> list[tuple[int, float]]:
+        """The keys of the ops `op` waits for, each with the latency after its end."""
+        kind, s, j = op
+        t = self.t
         if kind in ("R", "O"):
-            return [(Op("F", s, j), 0.0)]
+            return [(s * t.m + j, 0.0)]  # its F
         if kind == "L":
-            return [(Op("O", s, j), 0.0)]
-        if s == last:
-            deps = [(Op("F", s, j), 0.0)]
-        else:
-            down = Op("B", s + 1, j)
-            deps = [(down if down in present else Op("BW", s + 1, j), problem.comm(s, s + 1))]
-        if policy.get((s, j)) == "recompute":
-            deps.append((Op("R", s, j), 0.0))
-        elif policy.get((s, j)) == "offload":
-            deps.append((Op("L", s, j), 0.0))
+            return [(self.base["O"] * t.block + s * t.m + j, 0.0)]
+        x = (KIND_INDEX[kind] * t.S + s) * t.m + j
+        deps = [(t.dep[x], t.lat[x])] if t.dep[x] != NO_OP else []
+        if kind in ("B", "BW"):
+            policy = self.policy.get((s, j))
+            if policy is not None:  # its activation back: recomputed, or reloaded
+                deps.append((self.key(Op("R" if policy == "recompute" else "L", s, j)), 0.0))
         return deps
 
-    start: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
-    end: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
-    end_of: dict[Op, float] = {}
+
+def _lanes(ranks: list[list[Op]], copy_lanes: int,
+           ) -> tuple[list[dict[str, list[int]]], list[list[int | None]]]:
+    """Per rank, the positions of each lane's ops; and per position, the compute op
+    listed before a copy (the issue rule: the copy starts no earlier than its start)."""
     lanes: list[dict[str, list[int]]] = []
     trigger: list[list[int | None]] = []
     for ops in ranks:
@@ -144,99 +161,105 @@ def time_lanes(problem: Problem, ranks: list[list[Op]],
         previous: int | None = None
         issued: list[int | None] = []
         for i, op in enumerate(ops):
-            by_lane.setdefault(lane_of(op.kind, fields.copy_lanes), []).append(i)
+            by_lane.setdefault(lane_of(op.kind, copy_lanes), []).append(i)
             issued.append(previous if op.kind in _COPY else None)
             if op.kind not in _COPY:
                 previous = i
         lanes.append(by_lane)
         trigger.append(issued)
-    pointer = [dict.fromkeys(by_lane, 0) for by_lane in lanes]
+    return lanes, trigger
+
+
+def time_lanes(problem: Problem, ranks: list[list[Op]],
+               ) -> tuple[list[list[float | None]], list[list[float | None]]]:
+    """List scheduling per lane with the issue rule; None where an op was never timed
+    (a deadlock)."""
+    fields = policy_fields(problem)
+    rules = _LaneOps(problem, ranks)
+    lanes, trigger = _lanes(ranks, fields.copy_lanes)
+    timeline = _LaneTimeline(ranks, lanes, trigger, rules)
     if any(len(group) > 1 for group in fields.shared_host_link):
-        _time_shared_lanes(problem, ranks, lanes, trigger, pointer, start, end,
-                           dependencies, duration)
-        return start, end
-    free = [dict.fromkeys(by_lane, 0.0) for by_lane in lanes]
-    progress = True
-    while progress:  # each pass times every op whose inputs are timed; ends when stuck
-        progress = False
-        for r, by_lane in enumerate(lanes):
-            for lane, positions in by_lane.items():
-                while pointer[r][lane] < len(positions):
-                    i = positions[pointer[r][lane]]
-                    op = ranks[r][i]
-                    begin = free[r][lane]
-                    ready = True
-                    for dep, latency in dependencies(op):
-                        dep_end = end_of.get(dep)
-                        if dep_end is None:
-                            ready = False
+        timeline.shared(lane_keys(problem))
+    else:
+        timeline.passes()
+    return timeline.start, timeline.end
+
+
+class _LaneTimeline:
+    """The times of an order on its lanes, as they are found."""
+
+    def __init__(self, ranks: list[list[Op]], lanes: list[dict[str, list[int]]],
+                 trigger: list[list[int | None]], rules: _LaneOps) -> None:
+        self.ranks, self.lanes, self.trigger, self.rules = ranks, lanes, trigger, rules
+        self.start: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
+        self.end: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
+        self.end_of: dict[int, float] = {}
+        self.pointer = [dict.fromkeys(by_lane, 0) for by_lane in lanes]
+
+    def ready(self, r: int, i: int) -> float | None:
+        """When the op at rank `r` position `i` may start by its inputs and the issue
+        rule, or None while one of them is not timed."""
+        begin = input_ready(self.rules.dependencies(self.ranks[r][i]), self.end_of, 0.0)
+        issue = self.trigger[r][i]
+        if begin is None or issue is None:
+            return begin
+        issued_at = self.start[r][issue]
+        return None if issued_at is None else max(begin, issued_at)
+
+    def place(self, r: int, lane: str, i: int, begin: float) -> float:
+        """Time the op at rank `r` position `i` on `lane` from `begin`; its end."""
+        op = self.ranks[r][i]
+        end = begin + self.rules.duration(op)
+        self.start[r][i], self.end[r][i] = begin, end
+        self.end_of[self.rules.key(op)] = end
+        self.pointer[r][lane] += 1
+        return end
+
+    def passes(self) -> None:
+        """Each pass times every op whose inputs are timed; ends when stuck."""
+        free = [dict.fromkeys(by_lane, 0.0) for by_lane in self.lanes]
+        progress = True
+        while progress:
+            progress = False
+            for r, by_lane in enumerate(self.lanes):
+                for lane, positions in by_lane.items():
+                    while self.pointer[r][lane] < len(positions):
+                        i = positions[self.pointer[r][lane]]
+                        ready = self.ready(r, i)
+                        if ready is None:
                             break
-                        begin = max(begin, dep_end + latency)
-                    issue = trigger[r][i]
-                    if ready and issue is not None:
-                        issued_at = start[r][issue]
-                        ready = issued_at is not None
-                        if issued_at is not None:
-                            begin = max(begin, issued_at)
-                    if not ready:
-                        break
-                    start[r][i], end[r][i] = begin, begin + duration(op)
-                    end_of[op] = begin + duration(op)
-                    free[r][lane] = begin + duration(op)
-                    pointer[r][lane] += 1
-                    progress = True
-    return start, end
+                        free[r][lane] = self.place(r, lane, i, max(free[r][lane], ready))
+                        progress = True
 
+    def shared(self, owner: list[int]) -> None:
+        """When ranks share copy lanes (``shared_host_link``): event by event.
 
-def _time_shared_lanes(problem: Problem, ranks: list[list[Op]],
-                       lanes: list[dict[str, list[int]]], trigger: list[list[int | None]],
-                       pointer: list[dict[str, int]], start: list[list[float | None]],
-                       end: list[list[float | None]],
-                       dependencies: Callable[[Op], list[tuple[Op, float]]],
-                       duration: Callable[[Op], float]) -> None:
-    """`time_lanes` when ranks share copy lanes (``shared_host_link``): event by event.
-
-    Copies of different ranks on a shared lane run first come, first served (by the time
-    each is ready, ties to the lower rank; DESIGN.md 6.3), so the next op to time is the
-    one that starts first over every lane's head. That is safe: an op whose inputs are
-    not timed yet starts no earlier than the earliest head that is ready, since its
-    inputs end after it. Each step scans the heads (ranks x lanes): slower than the
-    pass-based timing, so only shared links come here.
-    """
-    owner = lane_keys(problem)
-    free: dict[tuple[int, str], float] = {}
-    end_of: dict[Op, float] = {}
-    while True:
-        best: tuple[float, float, int, str, int] | None = None
-        for r, by_lane in enumerate(lanes):
-            for lane, positions in by_lane.items():
-                if pointer[r][lane] == len(positions):
-                    continue
-                i = positions[pointer[r][lane]]
-                ready = 0.0
-                for dep, latency in dependencies(ranks[r][i]):
-                    dep_end = end_of.get(dep)
-                    if dep_end is None:
-                        break
-                    ready = max(ready, dep_end + latency)
-                else:
-                    issue = trigger[r][i]
-                    issued_at = start[r][issue] if issue is not None else 0.0
-                    if issued_at is None:
+        Copies of different ranks on a shared lane run first come, first served (by the
+        time each is ready, ties to the lower rank; DESIGN.md 6.3), so the next op to time
+        is the one that starts first over every lane's head. That is safe: an op whose
+        inputs are not timed yet starts no earlier than the earliest head that is ready,
+        since its inputs end after it. Each step scans the heads (ranks x lanes): slower
+        than the pass-based timing, so only shared links come here.
+        """
+        free: dict[tuple[int, str], float] = {}
+        while True:
+            best: tuple[float, float, int, str, int] | None = None
+            for r, by_lane in enumerate(self.lanes):
+                for lane, positions in by_lane.items():
+                    if self.pointer[r][lane] == len(positions):
                         continue
-                    ready = max(ready, issued_at)
+                    i = positions[self.pointer[r][lane]]
+                    ready = self.ready(r, i)
+                    if ready is None:
+                        continue
                     key = (r if lane == "compute" else owner[r], lane)
                     candidate = (max(free.get(key, 0.0), ready), ready, r, lane, i)
                     if best is None or candidate[:3] < best[:3]:
                         best = candidate
-        if best is None:
-            return  # every op timed, or the rest wait on each other (a deadlock)
-        begin, _, r, lane, i = best
-        op = ranks[r][i]
-        start[r][i], end[r][i] = begin, begin + duration(op)
-        end_of[op] = begin + duration(op)
-        free[(r if lane == "compute" else owner[r], lane)] = begin + duration(op)
-        pointer[r][lane] += 1
+            if best is None:
+                return  # every op timed, or the rest wait on each other (a deadlock)
+            begin, _, r, lane, i = best
+            free[(r if lane == "compute" else owner[r], lane)] = self.place(r, lane, i, begin)
 
 
 def simulate_with_lanes(problem: Problem, ranks: list[list[Op]]) -> Simulation:

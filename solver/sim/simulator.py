@@ -17,6 +17,9 @@ from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import ScheduleInvalid, Violation
 from ppsched.solver.model.ops import KINDS, FBOp, Op
 from ppsched.solver.model.problem import Problem
+from ppsched.solver.sim.kernel import FB as _FB
+from ppsched.solver.sim.kernel import NO_OP as _NO_OP
+from ppsched.solver.sim.kernel import Kernel, tables
 from ppsched.solver.sim.lanes import has_policy_ops, simulate_with_lanes
 from ppsched.solver.sim.result import Metrics, Simulation
 
@@ -117,10 +120,7 @@ def validate(problem: Problem, order: Order) -> Simulation:
 # Ops are numbered ``(kind * num_stages + stage) * m + microbatch`` inside the simulator,
 # so its hot loop works on ints and lists instead of tuples and dicts.
 _KIND_INDEX = {k: i for i, k in enumerate(KINDS)}
-_F, _B, _W, _BW = range(4)
 # An FB op's id is ``4 * num_stages * m + n``: its parts' ids are ``pairs[n]``.
-_FB = 4
-_NO_OP = -1
 
 
 def _check_ops(problem: Problem, ranks: list[list[Op]], violations: list[Violation],
@@ -240,124 +240,19 @@ def _check_complete(problem: Problem, where: list[int], violations: list[Violati
 def _time(problem: Problem, ranks: list[list[Op]], ids: list[list[int]], where: list[int],
           pairs: list[tuple[int, int]]) -> tuple[list[list[float | None]], list[list[float | None]],
                      dict[int, tuple[int, int]]]:
-    """List scheduling: each op starts when its rank is free and its input has arrived.
-
-    Ranks advance independently; a rank blocked on an op not yet timed waits in that op's
-    waiter list and is woken when it is timed, so the work is linear in the number of ops.
-    Returns start and end times (None where never timed) and, for each rank left blocked,
-    the position of its first untimed op and the id of the op that one waits for.
-    An FB waits for both its parts' dependencies and ends both parts at once.
-    """
-    S, m = problem.num_stages, problem.num_microbatches
-    block = S * m
-    last = S - 1
-    # Indexed by ``stage * m + microbatch`` (DESIGN.md 6.2: each microbatch its values).
-    dur = [_flat(problem.t_f_mb), _flat(problem.t_b_mb), _flat(problem.t_w_mb),
-           [b + w for b, w in zip(_flat(problem.t_b_mb), _flat(problem.t_w_mb), strict=True)]]
-    # comm_down[s * m + j]: latency of microbatch j from stage s to s+1 (0 on one rank).
-    comm_down = [problem.comm_mb(s, s + 1, j) for s in range(S - 1) for j in range(m)] \
-        + [0.0] * m
-    end_of: list[float | None] = [None] * (4 * block)
-    waiters: dict[int, list[int]] = {}
-    start: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
-    end: list[list[float | None]] = [[None] * len(ops) for ops in ranks]
-    pointer = [0] * len(ranks)
-    free_at = [0.0] * len(ranks)
-    ready = list(range(len(ranks)))
-    while ready:
-        r = ready.pop()
-        row, st, en = ids[r], start[r], end[r]
-        i, t, n = pointer[r], free_at[r], len(row)
-        while i < n:
-            x = row[i]
-            if x == _NO_OP:
-                i += 1
-                continue
-            k, sj = divmod(x, block)
-            if k == _FB:
-                begin = _fb_begin(pairs[sj], t, end_of, where, block, m, last, comm_down)
-                if isinstance(begin, int):  # the id of a part's dependency not yet timed
-                    waiters.setdefault(begin, []).append(r)
-                    break
-                f_id, bw_id = pairs[sj]
-                t = begin + problem.overlap * (dur[_F][f_id % block] + dur[_BW][bw_id % block])
-                st[i], en[i] = begin, t
-                for y in (f_id, bw_id):
-                    end_of[y] = t
-                    woken = waiters.pop(y, None)
-                    if woken:
-                        ready.extend(woken)
-                i += 1
-                continue
-            s = sj // m
-            # The dependency (section 3) and the latency to it.
-            if k == _F:
-                dep, comm = (x - m, comm_down[sj - m]) if s > 0 else (_NO_OP, 0.0)
-            elif k == _W:
-                dep, comm = x - block, 0.0
-            elif s == last:
-                dep, comm = sj, 0.0
-            else:
-                dep = block + sj + m  # B(s+1, j), or BW(s+1, j) if that is what exists
-                if where[dep] == _NO_OP and where[dep + 2 * block] != _NO_OP:
-                    dep += 2 * block
-                comm = comm_down[sj]
-            begin = t
-            if dep != _NO_OP:
-                dep_end = end_of[dep]
-                if dep_end is None:
-                    waiters.setdefault(dep, []).append(r)
-                    break
-                if dep_end + comm > begin:
-                    begin = dep_end + comm
-            t = begin + dur[k][sj]
-            st[i] = begin
-            en[i] = t
-            end_of[x] = t
-            woken = waiters.pop(x, None)
-            if woken:
-                ready.extend(woken)
-            i += 1
-        pointer[r], free_at[r] = i, t
-    stuck: dict[int, tuple[int, int]] = {}
-    for dep, blocked in waiters.items():
-        for r in blocked:
-            stuck[r] = (pointer[r], dep)
-    return start, end, stuck
-
-
-def _fb_begin(pair: tuple[int, int], t: float, end_of: list[float | None],
-              where: list[int], block: int, m: int, last: int, comm_down: list[float],
-              ) -> float | int:
-    """An FB's start (a float), or the id (an int) of a dependency not yet timed.
-
-    The same rules as `_time`'s loop, for the F part and the BW part of the FB.
-    """
-    begin = t
-    for x in pair:
-        k, sj = divmod(x, block)
-        s = sj // m
-        if k == _F:
-            if s == 0:
-                continue
-            dep, comm = x - m, comm_down[sj - m]
-        elif s == last:
-            dep, comm = sj, 0.0
-        else:
-            dep = block + sj + m
-            if where[dep] == _NO_OP and where[dep + 2 * block] != _NO_OP:
-                dep += 2 * block
-            comm = comm_down[sj]
-        dep_end = end_of[dep]
-        if dep_end is None:
-            return dep
-        begin = max(begin, dep_end + comm)
-    return begin
-
-
-def _flat(matrix: tuple[tuple[float, ...], ...]) -> list[float]:
-    """A [stage][microbatch] matrix as one list indexed by ``stage * m + microbatch``."""
-    return [x for row in matrix for x in row]
+    """List scheduling by the timing kernel (`sim.kernel`): start and end times (None
+    where never timed) and, for each rank left blocked, the position of its first
+    untimed op and the id of the op that one waits for."""
+    kernel = Kernel(problem, ids, pairs, record=True)
+    kernel.run()
+    stuck = kernel.stuck()
+    block = problem.num_stages * problem.num_microbatches
+    for r, (i, dep) in stuck.items():
+        # The kernel waits for a B's slot, which a BW also ends: name the op listed.
+        if block <= dep < 2 * block and where[dep] == _NO_OP \
+                and where[dep + 2 * block] != _NO_OP:
+            stuck[r] = (i, dep + 2 * block)
+    return kernel.start, kernel.end, stuck
 
 
 def _op_of(problem: Problem, x: int) -> Op:
@@ -401,11 +296,8 @@ def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
     An FB counts as its F part then its BW part: the forward's activations are held
     before the backward frees its own (a sequential runtime does exactly that).
     """
-    S, m = problem.num_stages, problem.num_microbatches
-    block = S * m
-    m_b, m_w = _flat(problem.m_b_mb), _flat(problem.m_w_mb)  # by stage * m + microbatch
-    delta = [m_b, [w - b for b, w in zip(m_b, m_w, strict=True)], [-w for w in m_w],
-             [-b for b in m_b]]
+    block = problem.num_stages * problem.num_microbatches
+    delta = tables(problem).delta  # by op id
     peaks = []
     for r, row in enumerate(ids):
         held = peak = 0.0
@@ -414,15 +306,14 @@ def _check_memory(problem: Problem, ranks: list[list[Op]], ids: list[list[int]],
         for i, x in enumerate(row):
             if x == _NO_OP:
                 continue
-            k, sj = divmod(x, block)
-            if k == _FB:
+            if x >= _FB * block:
                 # The forward's activations are held before the backward frees its own.
-                f_id, bw_id = pairs[sj]
-                high = held + delta[_F][f_id % block]
-                held = high + delta[_BW][bw_id % block]
+                f_id, bw_id = pairs[x - _FB * block]
+                high = held + delta[f_id]
+                held = high + delta[bw_id]
                 when = "during"
             else:
-                held += delta[k][sj]
+                held += delta[x]
                 high, when = held, "after"
             if high > peak:
                 peak = high

@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 from ppsched.solver.generators.classic import one_f_one_b_capped
 from ppsched.solver.generators.zero_bubble import zb_h1, zb_h2
-from ppsched.solver.heuristic.search import (
-    Knobs,
-    build,
-    max_in_flight,
-    warmup_candidates,
-    zb_heuristic,
-)
+from ppsched.solver.heuristic.build import build
+from ppsched.solver.heuristic.knobs import Knobs
+from ppsched.solver.heuristic.search import max_in_flight, warmup_candidates, zb_heuristic
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.sim.simulator import simulate

@@ -11,18 +11,13 @@ from pathlib import Path
 import pytest
 from ppsched.solver.generators.classic import one_f_one_b_capped
 from ppsched.solver.generators.zero_bubble import zb_h1, zb_h2
+from ppsched.solver.heuristic.build import build
 from ppsched.solver.heuristic.early_stop import MARGIN
 from ppsched.solver.heuristic.improve import improve
+from ppsched.solver.heuristic.knobs import FILL_CHOICES, Knobs
 from ppsched.solver.heuristic.order_timing import time_order
 from ppsched.solver.heuristic.paper import FLAGS, paper_build, paper_candidates, paper_zb
-from ppsched.solver.heuristic.search import (
-    FILL_CHOICES,
-    Knobs,
-    build,
-    max_in_flight,
-    warmup_candidates,
-    zb_heuristic,
-)
+from ppsched.solver.heuristic.search import max_in_flight, warmup_candidates, zb_heuristic
 from ppsched.solver.model.ops import Op
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.emit import schedule_from_orders

@@ -10,11 +10,13 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
+import ppsched.solver.heuristic.build as build_module
 import ppsched.solver.heuristic.paper as paper_module
 import ppsched.solver.heuristic.search as heuristic_module
 import pytest
 from ppsched.solver.generators.classic import one_f_one_b_capped, one_f_one_b_warmup
 from ppsched.solver.generators.zero_bubble import zb_h1, zb_h1_warmup, zb_h2, zb_h2_warmup
+from ppsched.solver.heuristic.build import build
 from ppsched.solver.heuristic.early_stop import (
     MARGIN,
     cannot_win,
@@ -22,16 +24,10 @@ from ppsched.solver.heuristic.early_stop import (
     is_checkpoint,
     warm_up_floor,
 )
+from ppsched.solver.heuristic.knobs import FILL_CHOICES, Build, Knobs
 from ppsched.solver.heuristic.order_timing import time_order
 from ppsched.solver.heuristic.paper import paper_candidates
-from ppsched.solver.heuristic.search import (
-    FILL_CHOICES,
-    Knobs,
-    build,
-    memory_caps,
-    warmup_candidates,
-    zb_heuristic,
-)
+from ppsched.solver.heuristic.search import memory_caps, warmup_candidates, zb_heuristic
 from ppsched.solver.heuristic.warm_up import forwards_only
 from ppsched.solver.model.ops import Op
 from ppsched.solver.model.problem import Problem
@@ -98,7 +94,7 @@ def test_a_build_gives_up_when_a_stage_idles_too_long(
     # With no checkpoint at all, a losing build still gives up: the stage that idles
     # past the incumbent stops it (the refinement's losers idle half-way, issue 11).
     # Its result is then the one the search would refuse anyway.
-    monkeypatch.setattr(heuristic_module, "is_checkpoint", lambda *args: False)
+    monkeypatch.setattr(build_module, "is_checkpoint", lambda *args: False)
     problem = _paper_problems()[0]
     forwards = forwards_only(problem, min(problem.num_microbatches,
                                           max(memory_caps(problem))))
@@ -165,10 +161,10 @@ def test_warm_up_floor_holds_for_the_fixed_orders(seed: int) -> None:
 
 def _without_early_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     never = lambda *args: False  # noqa: E731
-    monkeypatch.setattr(heuristic_module, "cannot_win", never)
+    monkeypatch.setattr(build_module, "cannot_win", never)
     monkeypatch.setattr(paper_module, "cannot_win", never)
     monkeypatch.setattr(heuristic_module, "warm_up_floor", lambda *args: 0.0)
-    monkeypatch.setattr(heuristic_module, "idle_cap", lambda incumbent: math.inf)
+    monkeypatch.setattr(build_module, "idle_cap", lambda incumbent: math.inf)
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
@@ -220,7 +216,7 @@ def test_tied_fill_rules_are_not_built_again(monkeypatch: pytest.MonkeyPatch) ->
     real = heuristic_module.build
 
     def counting(problem: Problem, knobs: Knobs, *args: object,
-                 **kwargs: object) -> heuristic_module.Build:
+                 **kwargs: object) -> Build:
         built.append(knobs)
         return real(problem, knobs, *args, **kwargs)  # type: ignore[arg-type]
 
