@@ -256,3 +256,24 @@ def policy_lower_bound(problem: Problem) -> float:
             fields.t_r[s] for s in problem.rank_to_stages[r]))
         bound = max(bound, free, min(kept, recomputed))
     return bound
+
+
+def fb_lower_bound(problem: Problem) -> float:
+    """A lower bound on the cost that holds when FB ops may overlap (``overlap < 1``).
+
+    A rank's time is at least its op time. At best every F is overlapped with a BW, which
+    takes ``overlap`` of their sum; but each rank's first op is a plain F (no backward can
+    run before some forward of the rank) and its last compute of a backward is a plain
+    BW or B (a forward after it would have no backward left), so one F and one B run
+    at full length.
+    """
+    best = 0.0
+    for r, stages in enumerate(problem.rank_to_stages):
+        if not stages:
+            continue
+        full = problem.busy_per_rank[r]
+        floor = problem.overlap * full + (1 - problem.overlap) * (
+            min(min(problem.t_f_mb[s]) for s in stages)
+            + min(min(problem.t_b_mb[s]) for s in stages))
+        best = max(best, min(full, floor))
+    return best

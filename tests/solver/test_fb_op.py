@@ -7,13 +7,14 @@ import pickle
 from typing import Any
 
 import pytest
+from ppsched.solver.model.bounds import fb_lower_bound
 from ppsched.solver.model.errors import ProfileError, ScheduleInvalid
 from ppsched.solver.model.ops import FBOp, Op, op_from_torch, parts
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.model.schedule import parse_schedule
 from ppsched.solver.sim.emit import schedule_from_orders
-from ppsched.solver.sim.simulator import duration, fb_lower_bound, peak_memory, simulate, validate
+from ppsched.solver.sim.simulator import duration, peak_memory, simulate, validate
 
 
 def _data(**fields: Any) -> dict[str, Any]:
