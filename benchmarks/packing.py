@@ -8,7 +8,7 @@ until they hold ``R * 2p * cap * 0.85`` tokens (cap 32768, so naive packing make
 2p microbatches per replica), then
 - ``naive``: arrival order, each microbatch filled to the cap, dealt to the replicas in
   turn, each replica solved with ``1f1b`` and with the ZB ``heuristic``, in arrival order;
-- ``ppsched``: `solver.packing.best_packing` with as many microbatches per replica as
+- ``ppsched``: `ppsched.solver.packing.best_packing` with as many microbatches per replica as
   naive packing's largest replica: the best by step time of three assignments
   (balanced, fill, arrival; see `solver.packing.search`), each replica solved with the
   ``heuristic`` in the order of entry it chooses, then single-sample moves from the

@@ -1,12 +1,12 @@
 """Lower bounds on V schedules where memory binds: the closed forms against the V
-placement's memory relaxation (`solver.v_relaxation`).
+placement's memory relaxation (`ppsched.solver.exact.v_relaxation`).
 
 Run: ``python -m benchmarks.v_memory_bounds [--deterministic S] [--out DIR]``.
 
 Below 1p the default solve also cuts the model in V; this prints, for gpt1.5b-p8-m24 and
 the derived gpt14.6b-p16-m48 at 0.25p, 0.5p and 0.75p of their one-chunk limit, the V
-cut's closed-form bound (`solver.bounds.lower_bound`, blind to memory), the relaxation of
-ranks 0, p/2 and p - 1 (each CP-SAT run on one worker, limited to S deterministic
+cut's closed-form bound (`ppsched.solver.model.bounds.lower_bound`, blind to memory), the
+relaxation of ranks 0, p/2 and p - 1 (each CP-SAT run on one worker, limited to S deterministic
 seconds, so the bounds repeat on any load; wall seconds do not) and the V heuristic's
 cost beside the cheapest named V schedule that fits. Every bound holds over every valid
 V schedule. Writes ``benchmarks/results/v_memory_bounds.md``.
