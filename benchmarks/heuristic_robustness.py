@@ -31,7 +31,7 @@ from typing import Any
 
 from ppsched.solver.heuristic.paper import paper_zb
 from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, solve
 
 ROOT = Path(__file__).resolve().parent.parent
 

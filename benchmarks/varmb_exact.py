@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, solve
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "varmb_exact.md"

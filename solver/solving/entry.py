@@ -5,7 +5,7 @@ named schedules, ``heuristic`` (the Zero Bubble heuristic with its knob search) 
 ``ilp`` (the heuristic refined by an exact model: CP-SAT, or a MILP through PuLP). With
 unequal microbatches `solve` also chooses their order of entry; the layouts are in
 `solving.layouts`, the pipeline for one order in `solving.pipeline`, the exact refinement
-and its options (`ExactOptions`, re-exported here) in `solving.refine`.
+and its options (`ExactOptions`) in `solving.refine`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from ppsched.solver.solving.layouts import Layout, loop_layouts
 from ppsched.solver.solving.method_names import HEURISTIC, ILP, OBJECTIVES, ZB_LOOP, resolve_method
 from ppsched.solver.solving.pipeline import solve_in_order
 from ppsched.solver.solving.refine import ExactOptions
-
-__all__ = ["ExactOptions", "chooses_entry_order", "solve"]
 
 
 def chooses_entry_order(method: str) -> bool:

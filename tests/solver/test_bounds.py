@@ -27,7 +27,7 @@ from ppsched.solver.model.errors import SolverError
 from ppsched.solver.model.ops import Op
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, solve
 
 from tests.solver.test_brute_force import _brute_force
 

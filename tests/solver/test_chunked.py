@@ -288,7 +288,7 @@ def test_layouts_refused_for_a_chunked_profile() -> None:
 def test_ilp_refines_a_chunked_schedule(backend: str, placement: str) -> None:
     # The exact models read the stage-to-rank map as data: nothing assumes one stage
     # per rank.
-    from ppsched.solver.solving.entry import ExactOptions
+    from ppsched.solver.solving import ExactOptions
 
     base = load_profile("profiles/uniform-p4-m8.json")
     cut = with_chunks(base.model_copy(update={"t_f": 1.0, "t_b": 2.0, "t_w": 1.0,

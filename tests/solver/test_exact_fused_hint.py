@@ -10,7 +10,7 @@ from __future__ import annotations
 from ppsched.solver.exact.frame import split_fused
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, solve
 
 # Found by a random search over m_w up to 2.5 m_b: the heuristic fuses BWs to fit.
 PROFILE = {"num_ranks": 4, "num_microbatches": 6, "t_f": [1.813, 1.15, 1.25, 1.949],

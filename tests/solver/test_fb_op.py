@@ -192,7 +192,7 @@ def test_fb_torch_text_and_pickle() -> None:
 
 
 def test_exact_bound_without_fb_is_not_a_lower_bound_when_overlap_below_one() -> None:
-    from ppsched.solver.solving.entry import ExactOptions, solve
+    from ppsched.solver.solving import ExactOptions, solve
 
     profile = parse_profile(_data(num_microbatches=2, t_comm=0.0))
     schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=10.0, workers=1))
@@ -205,7 +205,7 @@ def test_exact_bound_without_fb_is_not_a_lower_bound_when_overlap_below_one() ->
 
 
 def test_heuristic_picks_dualpipe_v_and_ilp_keeps_it_when_overlap_pays() -> None:
-    from ppsched.solver.solving.entry import ExactOptions, solve
+    from ppsched.solver.solving import ExactOptions, solve
 
     profile = parse_profile({"num_ranks": 2, "num_microbatches": 4, "num_chunks": 2,
                              "placement": "v", "t_f": 1.0, "t_b": 1.0, "t_w": 1.0,

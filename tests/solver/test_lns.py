@@ -17,7 +17,7 @@ from ppsched.solver.heuristic.search import zb_heuristic
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, solve
 from ppsched.solver.solving.layouts import below_one_f_one_b
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"

@@ -178,7 +178,7 @@ def test_ilp_prints_the_relaxation_as_its_lower_bound(monkeypatch: pytest.Monkey
     # `--method ilp` runs the relaxation first, within its time limit, and the bound joins
     # metrics.lower_bound (it holds over every schedule). The relaxation is run here on
     # CP-SAT's deterministic time, so that its bound does not depend on the load.
-    from ppsched.solver.solving.entry import ExactOptions, solve
+    from ppsched.solver.solving import ExactOptions, solve
     from ppsched.solver.solving.refine import RELAXATION_SHARE
 
     solve_module = sys.modules["ppsched.solver.solving.refine"]
@@ -204,7 +204,7 @@ def test_ilp_prints_the_relaxation_as_its_lower_bound(monkeypatch: pytest.Monkey
 
 def test_ilp_leaves_it_out_beyond_its_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     # Too many microbatches to gain in a share of the time limit: not run at all.
-    from ppsched.solver.solving.entry import ExactOptions, solve
+    from ppsched.solver.solving import ExactOptions, solve
     from ppsched.solver.solving.refine import RELAXATION_MAX_MICROBATCHES
 
     def never(*args: object, **kwargs: object) -> float:

@@ -19,7 +19,7 @@ from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.model.schedule import parse_schedule
 from ppsched.solver.sim.emit import schedule_from_orders
 from ppsched.solver.sim.simulator import simulate
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, solve
 
 from tests.solver.test_brute_force_wide import _optimum, _rank_orders
 

@@ -116,7 +116,7 @@ def test_offload_at_1p_reaches_2p_by_default_layouts() -> None:
 
 
 def test_ilp_on_the_benchmark_case_never_worse_than_the_heuristic() -> None:
-    from ppsched.solver.solving.entry import ExactOptions
+    from ppsched.solver.solving import ExactOptions
 
     profile = with_offload(parse_profile(_data("gpt1.5b-p8-m24", memory_limit=4.0)), 0.5)
     heuristic = solve(profile, "heuristic", layouts=((1, None),))

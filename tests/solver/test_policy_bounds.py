@@ -16,7 +16,7 @@ from ppsched.solver.model.ops import Op
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.sim.simulator import simulate, validate
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, solve
 from ppsched.solver.solving.pipeline import heuristic_orders
 
 Chain = list[tuple[Op, ...]]

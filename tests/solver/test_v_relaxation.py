@@ -22,7 +22,7 @@ from ppsched.solver.model.ops import Op
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import memory_delta, simulate
-from ppsched.solver.solving.entry import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, solve
 from ppsched.solver.solving.pipeline import heuristic_orders
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
