@@ -29,9 +29,33 @@ def test_per_stage_lists_split_in_model_order() -> None:
     cut = with_chunks(base, 2, "loop").problem
     assert cut.t_f == (1.0, 1.0, 2.0, 2.0, 3.0, 3.0)
     assert cut.m_b == (1.5,) * 6
-    # Boundaries 1 and 3 are the old ones; 0, 2, 4 are new, inside old stages 0, 1, 2.
-    assert cut.t_comm == (0.1, 0.1, 0.2, 0.2, 0.2)
     assert cut.stage_to_rank == (0, 1, 2, 0, 1, 2)
+    # DESIGN.md 6.6: the list gives the links 0-1 (0.1) and 1-2 (0.2); each transfer pays
+    # the link it crosses, and the wrap-around 2 -> 0 the largest link.
+    assert cut.t_comm == (0.1, 0.2, 0.2, 0.1, 0.2)
+
+
+def test_v_cut_charges_each_transfer_the_link_it_crosses() -> None:
+    # Alternating slow links (issue 27): the V's way back crosses the same links as its
+    # way down, in reverse; the turn at the last rank stays on it and pays nothing.
+    links = [1.0, 9.0, 1.0, 9.0, 1.0]
+    base = parse_profile({"num_ranks": 6, "num_microbatches": 6, "t_f": 1.0, "t_b": 1.0,
+                          "t_w": 1.0, "t_comm": links, "m_b": 1.0, "m_w": 0.5})
+    cut = with_chunks(base, 2, "v").problem
+    assert cut.stage_to_rank == (0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0)
+    for k in range(11):
+        a, b = cut.stage_to_rank[k], cut.stage_to_rank[k + 1]
+        assert cut.comm(k, k + 1) == (0.0 if a == b else links[min(a, b)])
+    assert cut.t_comm == (1.0, 9.0, 1.0, 9.0, 1.0, 0.0, 1.0, 9.0, 1.0, 9.0, 1.0)
+
+
+def test_per_microbatch_latencies_follow_their_links() -> None:
+    base = parse_profile({"num_ranks": 2, "num_microbatches": 2, "t_f": 1.0, "t_b": 1.0,
+                          "t_w": 1.0, "t_comm": [[0.5, 2.0]], "m_b": 1.0, "m_w": 0.5})
+    loop = with_chunks(base, 2, "loop").problem
+    assert loop.t_comm_mb == ((0.5, 2.0), (0.5, 2.0), (0.5, 2.0))
+    v = with_chunks(base, 2, "v").problem
+    assert v.t_comm_mb == ((0.5, 2.0), (0.0, 0.0), (0.5, 2.0))
 
 
 def test_one_rank_with_an_empty_latency_list_cuts() -> None:
