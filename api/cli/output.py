@@ -51,8 +51,13 @@ def summary(schedule: Schedule) -> str:
         f"peak memory  {peaks}   (limit {limit_text})",
         # The bound over every schedule, with the gap of the objective it bounds (a cost
         # bound also bounds the makespan, which is never below the cost).
-        f"lower bound  {m.lower_bound:.4f}   (gap {_gap(info.objective, m.lower_bound):.2%})",
+        f"lower bound  {m.lower_bound:.4f}   (gap {_gap(info.objective, m.lower_bound):.2%})"
+        + (f" over every schedule of {_layouts_text(info.layouts)}" if info.layouts else ""),
     ]
+    if info.layout_bounds and len(info.layout_bounds) > 1:
+        # Each layout's own bound beside the one over all (DESIGN.md 6.6).
+        lines.append(f"layout       {info.layout}   (bounds by layout: " + ", ".join(
+            f"{name} {b:.4f}" for name, b in info.layout_bounds.items()) + ")")
     scope = info.bound_scope
     if info.bound > m.lower_bound + 1e-9 and scope:
         # A narrower bound (an exact model's order family) is shown apart, scope named.
@@ -60,6 +65,10 @@ def summary(schedule: Schedule) -> str:
                      + (f"   [{info.backend}]" if info.backend else ""))
     lines.append(f"wall time    {info.wall_s:.3f} s")
     return "\n".join(lines)
+
+
+def _layouts_text(layouts: list[str]) -> str:
+    return ("layout " if len(layouts) == 1 else "layouts ") + ", ".join(layouts)
 
 
 def _gap(value: float, bound: float) -> float:

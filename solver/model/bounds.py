@@ -258,6 +258,13 @@ def policy_lower_bound(problem: Problem) -> float:
     return bound
 
 
+def general_lower_bound(problem: Problem) -> float:
+    """The bound the simulator reports as `lower_bound`: `lower_bound`, or with F and B
+    overlapping (``overlap < 1``, DESIGN.md 6.4) `fb_lower_bound`, which also holds over
+    schedules with FB ops."""
+    return lower_bound(problem) if problem.overlap == 1 else fb_lower_bound(problem)
+
+
 def fb_lower_bound(problem: Problem) -> float:
     """A lower bound on the cost that holds when FB ops may overlap (``overlap < 1``).
 

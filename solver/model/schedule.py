@@ -147,10 +147,21 @@ class SolverInfo(BaseModel):
         None, description="Exact search: [seconds, best objective, bound] at each "
         "improvement.")
     bound_scope: str | None = Field(
-        None, description="The schedules `bound` holds over: 'all schedules' (as "
-        "metrics.lower_bound), or the order family of the exact model that proved it (e.g. "
-        "FIFO orders, objective cost), ending ', in this microbatch_order' where the order "
-        "of entry was chosen first. Absent: a schedule not made by solve.")
+        None, description="The schedules `bound` holds over: 'all schedules of layouts "
+        "1, v, loop2' (as metrics.lower_bound: every layout the solve considered, "
+        "DESIGN.md 6.6), or the order family of the exact model that proved it on the "
+        "answer's layout (e.g. FIFO orders, objective cost, layout v) with the other "
+        "layouts named, ending ', in this microbatch_order' where the order of entry was "
+        "chosen first. Absent: a schedule not made by solve.")
+    layout: str | None = Field(
+        None, description="The layout of the answer: 1 (one stage per rank), v or loopN "
+        "(the profile cut as DESIGN.md 6.6 says; `profile` echoes the cut).")
+    layouts: list[str] | None = Field(
+        None, description="Every layout the solve considered; metrics.lower_bound holds "
+        "over all of their schedules.")
+    layout_bounds: dict[str, float] | None = Field(
+        None, description="Each considered layout's own lower bound, over every schedule "
+        "of that layout; metrics.lower_bound is the least of them.")
 
 
 class Schedule(BaseModel):

@@ -45,7 +45,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
             take the best heuristic result over them (``ilp`` then refines it); a named
             schedule runs on the first allowed layout it supports. The schedule echoes
             the profile it was solved for: the re-cut one when another layout won.
-            None given: `default_layouts` (the V cut joins where memory binds).
+            None given: `default_layouts` (1, V and loop2 for a one-chunk profile).
         keep_order: with unequal microbatches, keep the profile's order of entry instead
             of choosing one (a data loader that cannot reorder; naive packing).
 
@@ -83,7 +83,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
                                   on_progress, layouts)
         assert schedule.solver is not None
         scope = schedule.solver.bound_scope
-        if scope != SCOPE_ALL:
+        if scope is not None and not scope.startswith(SCOPE_ALL):
             schedule.solver.bound_scope = f"{scope}, in this microbatch_order"
     # Echo the profile as given (input order) and say which input microbatch each is.
     schedule.profile = permuted(schedule.profile, inverse(order))

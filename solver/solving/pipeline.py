@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from ppsched.solver.exact.frame import SCOPE_ALL, ExactResult, ProgressFn
+from ppsched.solver.exact.frame import ExactResult, ProgressFn
 from ppsched.solver.generators import get_generator
 from ppsched.solver.heuristic.decisions import decision_problems
 from ppsched.solver.heuristic.fb_fusion import fuse_fb
@@ -25,6 +25,7 @@ from ppsched.solver.sim.emit import schedule_from_simulation
 from ppsched.solver.sim.result import Simulation
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.gc_pause import collector_paused
+from ppsched.solver.solving.layout_bounds import LayoutBounds, apply_layout_bounds, layout_of
 from ppsched.solver.solving.layouts import Layout, candidate_profiles
 from ppsched.solver.solving.method_names import HEURISTIC, ILP
 from ppsched.solver.solving.refine import ExactOptions, refine, relaxation_first
@@ -37,30 +38,36 @@ def solve_in_order(profile: Profile, method: str, objective: str,
     began = time.perf_counter()
     candidates = candidate_profiles(profile, method, layouts)
     refined: ExactResult | None = None
-    relaxed = 0.0  # the memory relaxation's bound (`relaxation_first`), if it ran
     if method in (HEURISTIC, ILP):
         profile, orders, name, value = _best_over_layouts(candidates, objective)
+        # The heuristic and `ilp` consider every candidate layout: the printed bound
+        # holds over all of them (DESIGN.md 6.6).
+        bounds = LayoutBounds.of(candidates)
         if method == ILP:
-            orders, name, refined, relaxed = _refined(profile, orders, name, value, objective,
-                                                      exact or ExactOptions(), on_progress)
+            options = exact or ExactOptions()
+            options = _relax_layouts(candidates, profile, bounds, value, options)
+            orders, name, refined = _refined(profile, orders, name, value, objective,
+                                             options, on_progress)
     else:
         profile, orders, name = _generated(method, candidates, profile)
+        bounds = LayoutBounds.of([profile])  # a named schedule runs on one layout
     sim = _simulated(profile, orders, method)
     # metrics.lower_bound is the simulator's: it holds over every schedule (DESIGN.md
-    # section 3). An exact model's bound holds over its order family only, so it goes in
-    # `solver` with its scope named, never into the metrics. The exact models have no FB
-    # op (DESIGN.md 6.4): with overlap < 1 an FB schedule may beat all they search, so
-    # their bound and "optimal" hold only without FB.
+    # section 3) of every layout considered (6.6). An exact model's bound holds over its
+    # order family only, so it goes in `solver` with its scope named, never into the
+    # metrics. The exact models have no FB op (DESIGN.md 6.4): with overlap < 1 an FB
+    # schedule may beat all they search, so their bound and "optimal" hold only without FB.
     fb_scope = refined is not None and profile.problem.overlap < 1
     status = refined.status if refined else "heuristic"
     with collector_paused():
         schedule = schedule_from_simulation(
             profile, sim, name,
             status="feasible" if fb_scope and status == "optimal" else status,
-            objective=objective, bound=relaxed or None)
-    assert schedule.solver is not None
-    schedule.solver.bound_scope = SCOPE_ALL
+            objective=objective)
+    narrow = None if refined is None or fb_scope else (refined.bound, refined.scope)
+    apply_layout_bounds(schedule, bounds, narrow)
     # The whole solve: search, exact refinement, the final simulation and the wrapping.
+    assert schedule.solver is not None
     schedule.solver.wall_s = time.perf_counter() - began
     if refined is not None:
         _record_search(schedule, refined, fb_scope, exact or ExactOptions())
@@ -89,20 +96,32 @@ def _best_over_layouts(candidates: list[Profile], objective: str,
     return profile, orders, name, value
 
 
+def _relax_layouts(candidates: list[Profile], answer: Profile, bounds: LayoutBounds,
+                   value: float, options: ExactOptions) -> ExactOptions:
+    """The memory relaxation's bound of every candidate layout whose general bound is
+    below the heuristic's `value` (the answer's layout first: its bound also decides
+    whether the exact model runs), recorded in `bounds`; the options left for the exact
+    model. Each relaxation holds over every schedule of its layout, so a layout it lifts
+    to `value` is proven unable to beat the answer."""
+    for candidate in sorted(candidates, key=lambda c: c is not answer):
+        relaxed, options = relaxation_first(candidate.problem, value, options)
+        bounds.raise_to(layout_of(candidate), relaxed)
+    return options
+
+
 def _refined(profile: Profile, orders: Orders, name: str, value: float, objective: str,
              options: ExactOptions, on_progress: ProgressFn | None,
-             ) -> tuple[Orders, str, ExactResult, float]:
+             ) -> tuple[Orders, str, ExactResult]:
     """The exact refinement of the heuristic's `orders` (objective `value`): the orders
-    and name kept, the exact result, and the memory relaxation's bound (0 if none)."""
+    and name kept, and the exact result."""
     # The exact models have no FB op (DESIGN.md 6.4): they start from the FBs run as
     # their parts, and an FB heuristic result they do not beat stays.
     hint = [[part for op in ops for part in parts(op)] for ops in orders]
-    relaxed, options = relaxation_first(profile.problem, value, options)
     refined = refine(profile, hint, objective, options, on_progress)
     assert refined.orders is not None  # a valid profile always admits a schedule
     if hint == orders or (refined.objective or 0.0) <= value:
         orders, name = refined.orders, f"ilp-{refined.backend}"
-    return orders, name, refined, relaxed
+    return orders, name, refined
 
 
 def _generated(method: str, candidates: list[Profile], profile: Profile,
@@ -137,18 +156,13 @@ def _simulated(profile: Profile, orders: Orders, method: str) -> Simulation:
 
 def _record_search(schedule: Schedule, refined: ExactResult, fb_scope: bool,
                    options: ExactOptions) -> None:
-    """The exact search's fields of `schedule.solver` (DESIGN.md section 4 allows them):
-    its bound and that bound's scope, the backend, the FIFO flag, the progress."""
+    """The exact search's fields of `schedule.solver` (DESIGN.md section 4 allows them)
+    beside the bound `apply_layout_bounds` set: the backend, the FIFO flag, the
+    progress, and with FB ops the model's bound apart."""
     info = schedule.solver
     assert info is not None
     if fb_scope:
         info.bound_without_fb = refined.bound  # scope named, not the bound
-    else:
-        value = info.objective
-        info.bound = max(info.bound, min(refined.bound, value))  # finish() checked it
-        info.gap = (value - info.bound) / value if value > 0 else 0.0
-        general = schedule.metrics.lower_bound if schedule.metrics else 0.0
-        info.bound_scope = SCOPE_ALL if info.bound <= general else refined.scope
     info.backend = refined.backend
     # The window search keeps no order family: the FIFO flag says nothing there.
     info.fifo = options.fifo if refined.backend != "lns" else None
