@@ -105,7 +105,12 @@ def expand_grid(grid: Grid, *, time_limit_s: float | None = None) -> list[Task]:
             for method in rows:
                 method_data, solved = _with_recompute(grid, point, data, method,
                                                       profile.problem.num_stages)
-                options = {"time_limit_s": limit_s} if solved == ILP else {}
+                options: dict[str, Any] = {"time_limit_s": limit_s} if solved == ILP else {}
+                if "v" in point and profile.num_chunks == 1:
+                    # A grid that sweeps `v` compares the cuts itself: its v = 1 rows
+                    # keep one chunk, where the solver would otherwise also try V and
+                    # loop (issue 27) and answer for another row's layout.
+                    options["layouts"] = "1"
                 key = row_key(method_data, solved, grid.objective, options)
                 tasks.setdefault(key, Task(key=key, config=config, profile=method_data,
                                            method=solved, objective=grid.objective,

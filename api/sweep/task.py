@@ -17,12 +17,12 @@ from typing import Any
 
 from ppsched.api.sweep.expand import Task
 from ppsched.solver.model import ProfileError, ScheduleInvalid, SolverError, parse_profile
-from ppsched.solver.solving import ExactOptions, solve
+from ppsched.solver.solving import ExactOptions, Layout, parse_layouts, solve
 
 log = logging.getLogger(__name__)
 
-RESULT_FIELDS = ("status", "error", "cost", "makespan", "bubble_rate", "peak_memory",
-                 "lower_bound", "gap", "solver_wall_s", "wall_s", "schedule")
+RESULT_FIELDS = ("status", "error", "layout", "cost", "makespan", "bubble_rate",
+                 "peak_memory", "lower_bound", "gap", "solver_wall_s", "wall_s", "schedule")
 
 
 def run_task(task: Task, keep_dir: str | None = None) -> dict[str, Any]:
@@ -40,7 +40,8 @@ def run_task(task: Task, keep_dir: str | None = None) -> dict[str, Any]:
         profile = parse_profile(task.profile)
         exact = ExactOptions(time_limit_s=task.options["time_limit_s"], workers=1) \
             if "time_limit_s" in task.options else None
-        schedule = solve(profile, task.method, task.objective, exact=exact)
+        schedule = solve(profile, task.method, task.objective, exact=exact,
+                         layouts=_layouts(task.options))
     except (ProfileError, ScheduleInvalid, SolverError) as exc:
         row.update(status="error", error=str(exc))
     except Exception as exc:  # a solver bug must not stop the sweep: the row says what
@@ -49,13 +50,22 @@ def run_task(task: Task, keep_dir: str | None = None) -> dict[str, Any]:
     else:
         metrics, info = schedule.metrics, schedule.solver
         assert metrics is not None and info is not None
-        row.update(status=info.status, cost=metrics.cost, makespan=metrics.makespan,
-                   bubble_rate=metrics.bubble_rate, peak_memory=max(metrics.peak_memory),
+        # The layout the answer took (DESIGN.md 6.6): the solver may cut a v = 1 row.
+        row.update(status=info.status, layout=info.layout, cost=metrics.cost,
+                   makespan=metrics.makespan, bubble_rate=metrics.bubble_rate,
+                   peak_memory=max(metrics.peak_memory),
                    lower_bound=metrics.lower_bound, gap=info.gap, solver_wall_s=info.wall_s)
         if keep_dir is not None:
             row["schedule"] = _keep(schedule.model_dump(mode="json"), keep_dir, task.key)
     row["wall_s"] = time.perf_counter() - began
     return row
+
+
+def _layouts(options: dict[str, Any]) -> tuple[Layout, ...]:
+    """The layouts a row may take: its own where the grid sweeps `v`, else the solver's
+    default (every layout)."""
+    text = options.get("layouts")
+    return parse_layouts(text) if text else ()
 
 
 def ignore_sigint() -> None:
