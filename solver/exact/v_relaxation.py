@@ -1,13 +1,15 @@
-"""The memory relaxation of `solver.memory_relaxation` for the V placement: one rank with
-both its stages kept whole, a lower bound over every valid V schedule.
+"""The memory relaxation of `solver.memory_relaxation` for two chunks per rank (the V and
+the loop placement): one rank with both its stages kept whole, a lower bound over every
+valid schedule of that layout.
 
 Below 1F1B's memory the default solve also tries the V cut (issue 11), and there the
 closed forms of `solver.bounds` know nothing of memory: on gpt14.6b-p16-m48 at limit 8
 `--method ilp` printed a gap of 30% against a bound that holds with unlimited memory.
 Rank r of a V placement runs stage a = r on the way down and stage c = 2p - 1 - r on the
-way back; this module keeps its six op sequences (F, B, W of both stages), links them
-by the least time the rest of the pipeline can take between them, keeps its memory rule
-exactly, and lets CP-SAT prove the least span of that rank.
+way back (under the loop, r and r + p: one lap later; issue 27's default solve considers
+the loop cut too and must bound it); this module keeps its six op sequences (F, B, W of
+both stages), links them by the least time the rest of the pipeline can take between
+them, keeps its memory rule exactly, and lets CP-SAT prove the least span of that rank.
 """
 
 from __future__ import annotations
@@ -31,15 +33,19 @@ from ppsched.solver.model.problem import Problem
 
 
 def applies(problem: Problem) -> bool:
-    """Where the relaxation below is proven: two chunks in V placement, alike
+    """Where the relaxation below is proven: two chunks in V or loop placement, alike
     microbatches, no activation policy and no overlapped FB gain."""
-    return (problem.num_chunks == 2 and problem.placement == "v"
+    return (problem.num_chunks == 2 and problem.placement in ("v", "loop")
             and problem.uniform_microbatches and not policy_fields(problem).any
             and problem.overlap >= 1)
 
 
 def rank_stages(problem: Problem, rank: int) -> tuple[int, int]:
-    """The rank's stage on the way down and its stage on the way back."""
+    """The rank's first stage a and its second c: under V, c is on the way back
+    (2p - 1 - r); under the loop, one lap later (r + p). Either way the stages between
+    them and those after c lie on other ranks, which is all the relaxation needs."""
+    if problem.placement == "loop":
+        return rank, rank + problem.num_ranks
     return rank, problem.num_stages - 1 - rank
 
 
@@ -61,7 +67,8 @@ def links(problem: Problem, rank: int) -> tuple[float, float, float]:
     boundaries = math.fsum(problem.comm(s, s + 1) for s in range(a, c))
     down = math.fsum(problem.t_f[a:c]) + boundaries
     up = math.fsum(problem.t_b[a + 1:c + 1]) + boundaries
-    # Below c the V has no stage on this rank, so `round_trip`'s latencies are real ones.
+    # Below c neither placement has a stage on this rank, so `round_trip`'s latencies are
+    # real ones.
     return down, round_trip(problem, c), up
 
 
