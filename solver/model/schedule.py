@@ -151,6 +151,10 @@ class SolverInfo(BaseModel):
         "metrics.lower_bound), or the order family of the exact model that proved it (e.g. "
         "FIFO orders, objective cost), ending ', in this microbatch_order' where the order "
         "of entry was chosen first. Absent: a schedule not made by solve.")
+    work: float | None = Field(
+        None, description="Exact search on CP-SAT: the deterministic time its solves spent "
+        "(OR-Tools' measure of search work, about a second of one core each), what a wall "
+        "budget bought; the same under a work limit on any load. Absent: no CP-SAT search.")
 
 
 class Schedule(BaseModel):

@@ -5,6 +5,7 @@ for ``ilp``, or a named schedule; then simulated, checked and wrapped as a `Sche
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from ppsched.solver.exact.frame import SCOPE_ALL, ExactResult, ProgressFn
@@ -97,8 +98,10 @@ def _refined(profile: Profile, orders: Orders, name: str, value: float, objectiv
     # The exact models have no FB op (DESIGN.md 6.4): they start from the FBs run as
     # their parts, and an FB heuristic result they do not beat stays.
     hint = [[part for op in ops for part in parts(op)] for ops in orders]
-    relaxed, options = relaxation_first(profile.problem, value, options)
+    relaxed, options, relaxation_work = relaxation_first(profile.problem, value, options)
     refined = refine(profile, hint, objective, options, on_progress)
+    if relaxation_work is not None:  # the work report covers the relaxation's solves too
+        refined = dataclasses.replace(refined, work=(refined.work or 0.0) + relaxation_work)
     assert refined.orders is not None  # a valid profile always admits a schedule
     if hint == orders or (refined.objective or 0.0) <= value:
         orders, name = refined.orders, f"ilp-{refined.backend}"
@@ -153,6 +156,7 @@ def _record_search(schedule: Schedule, refined: ExactResult, fb_scope: bool,
     # The window search keeps no order family: the FIFO flag says nothing there.
     info.fifo = options.fifo if refined.backend != "lns" else None
     info.progress = [list(p) for p in refined.progress]
+    info.work = refined.work
 
 
 def heuristic_orders(problem: Problem, objective: str = "cost",
