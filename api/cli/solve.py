@@ -52,10 +52,9 @@ def add_solve_parser(sub: Any) -> None:
                        "over the whole exact search; the same profile, options and W give "
                        "the same schedule on any load. The summary's '(work ...)' says "
                        "what a wall budget bought. --backend cpsat only")
-    exact.add_argument("--workers", metavar="N", type=int,
-                       help="CP-SAT search workers (default 2, or 1 with --work-limit: "
-                       "several must then interleave their search to repeat, which is "
-                       "slower per unit of work)")
+    exact.add_argument("--workers", metavar="N", type=int, default=2,
+                       help="CP-SAT search workers (default 2; with --work-limit the "
+                       "schedule depends on N, never on the load)")
     exact.add_argument("--backend", choices=BACKENDS, default="cpsat",
                        help="cpsat (default) or milp (the paper's ILP via PuLP; small cases)")
     exact.add_argument("--milp-solver", metavar="NAME",

@@ -108,8 +108,7 @@ def solve_json(spec: dict[str, Any], cpsat_workers: int) -> tuple[str, Any]:
     try:
         profile = parse_profile(spec["profile"])
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
-                               work_limit=spec.get("work_limit"),
-                               workers=_workers(spec, cpsat_workers))
+                               work_limit=spec.get("work_limit"), workers=cpsat_workers)
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
                          layouts=_layouts(spec))
     except ProfileError as exc:
@@ -170,8 +169,7 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
             conn.send(("progress", (time.perf_counter() - began, point[1], point[2])))
 
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
-                               work_limit=spec.get("work_limit"),
-                               workers=_workers(spec, cpsat_workers))
+                               work_limit=spec.get("work_limit"), workers=cpsat_workers)
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
                          on_progress=progress if spec["method"] == ILP else None,
                          layouts=_layouts(spec))
@@ -183,9 +181,3 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
     finally:
         conn.close()
 
-
-def _workers(spec: dict[str, Any], cpsat_workers: int) -> int | None:
-    """The CP-SAT workers of a solve: the service's, but under a work limit the solver's
-    own default (`ExactOptions.search_workers`), so that the answer does not depend on
-    how this deployment is configured."""
-    return None if spec.get("work_limit") is not None else cpsat_workers

@@ -319,6 +319,10 @@ BRIEF_PROBE = 0.1
 LONG_PROBE = 0.8
 # The phases in order, each with its share of the time the ones before it left.
 PHASES = (("probes", 1.0), ("plain", 0.5), ("literals", 1.0))
+# Workers of a deadline probe under a work limit. Measured on gpt1.5b-p8-m24 at limit 6
+# (--layouts 1, CLI): one worker proved 1527.3 at --work-limit 8 (6.6 of it used), where two
+# interleaved workers probing kept the heuristic's 1895.4 at 10 and reached 1560.4 at 30.
+PROBE_WORKERS_UNDER_WORK = 1
 # Below this budget (wall seconds, or deterministic time under a work limit) the phases
 # are not worth splitting it: the whole model runs alone.
 MIN_PHASED = 2.0
@@ -379,7 +383,11 @@ def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, w
             return Answer("unknown")
         built = build_model(problem, scaled, hint_ticks, cap, objective, fifo, tight=True)
         built.model.clear_hints()  # the hint is above the cap: no use as a hint
-        solver = _solver(wall_left, workers, seed, det_left)
+        # Under a work limit a probe runs one worker: several would have to interleave
+        # (`solver.exact.work_limit`), sharing the budget with neighbourhood searches that
+        # have no schedule to start from below the cap (`PROBE_WORKERS_UNDER_WORK`).
+        solver = _solver(wall_left, workers if det_left is None else PROBE_WORKERS_UNDER_WORK,
+                         seed, det_left)
         callback = _Progress(problem, built, objective, began, report)
         status = solver.solve(built.model, callback)
         spent += solver.deterministic_time

@@ -65,9 +65,9 @@ class ExactOptions:
     (`solver.exact.work_limit`). With `time_limit_s` as well, the wall limit still caps,
     and where it binds the answer depends on the load again. ``cpsat`` only: CBC has no
     deterministic budget."""
-    workers: int | None = None
-    """CP-SAT search workers (threads). None: 2, or 1 under a work limit (`search_workers`:
-    there several workers must interleave to repeat, which searched worse here)."""
+    workers: int = 2
+    """CP-SAT search workers (threads). Under a work limit the answer depends on it (the
+    workers then interleave their search: `solver.exact.work_limit`), never on the load."""
     fifo: bool = True
     """Each op kind in microbatch order per stage (the paper's model); False frees the
     order of B and W."""
@@ -93,26 +93,13 @@ class ExactOptions:
                 raise ProfileError("work_limit", self.work_limit, "none with backend "
                                    f"{self.backend} (CBC has no deterministic budget: give "
                                    "time_limit, or use backend cpsat)")
-        if self.workers is not None and self.workers < 1:
+        if self.workers < 1:
             raise ProfileError("workers", self.workers, "an integer >= 1")
 
     @property
     def wall_limit_s(self) -> float:
         """The wall limit in force, in seconds (math.inf: none, under a work limit)."""
         return wall_limit(self.time_limit_s, self.work_limit)
-
-    @property
-    def search_workers(self) -> int:
-        """The CP-SAT workers in force: `workers`, else 2, or 1 under a work limit.
-
-        Several workers repeat under a work limit only interleaved (`solver.exact.
-        work_limit`), and interleaved they searched worse per unit of work on
-        gpt1.5b-p8-m24 at limit 6 (``--layouts 1``): 2 workers kept the heuristic's 1895.4
-        at --work-limit 10 and reached 1560.4 at 30, where 1 worker proved 1527.3 at 10.
-        """
-        if self.workers is not None:
-            return self.workers
-        return 1 if self.work_limit is not None else 2
 
 
 class Relaxed(NamedTuple):
@@ -141,7 +128,7 @@ def relaxation_first(problem: Problem, best: float, options: ExactOptions) -> Re
     runs_of = v_relaxation_runs if applies_to_v(problem) else relaxation_runs
     wall, work = options.wall_limit_s, options.work_limit
     began = time.perf_counter()
-    runs = runs_of(problem, time_limit_s=RELAXATION_SHARE * wall, workers=options.search_workers,
+    runs = runs_of(problem, time_limit_s=RELAXATION_SHARE * wall, workers=options.workers,
                    stop_at=best, work_limit=None if work is None else RELAXATION_SHARE * work)
     bound = max((run.bound for run in runs), default=0.0)
     spent = sum(run.work for run in runs)
@@ -188,7 +175,7 @@ def refine(profile: Profile, hint: Orders, objective: str, options: ExactOptions
         from ppsched.solver.exact.lns import solve_lns
 
         return solve_lns(problem, hint, objective=objective,
-                         time_limit_s=options.time_limit_s, workers=options.search_workers,
+                         time_limit_s=options.time_limit_s, workers=options.workers,
                          seed=options.seed or 0, on_progress=on_progress,
                          work_limit=options.work_limit)
     from ppsched.solver.exact.cpsat import (
@@ -196,7 +183,7 @@ def refine(profile: Profile, hint: Orders, objective: str, options: ExactOptions
     )
 
     return solve_cpsat_phased(problem, hint, objective=objective,
-                              time_limit_s=options.time_limit_s, workers=options.search_workers,
+                              time_limit_s=options.time_limit_s, workers=options.workers,
                               fifo=options.fifo, on_progress=on_progress, seed=options.seed,
                               deterministic_s=options.work_limit)
 
@@ -242,6 +229,6 @@ def _refine_policies(problem: Problem, hint: Orders, objective: str, options: Ex
     )
 
     return solve_cpsat_policies(problem, hint, objective=objective,
-                                time_limit_s=options.time_limit_s, workers=options.search_workers,
+                                time_limit_s=options.time_limit_s, workers=options.workers,
                                 fifo=options.fifo, on_progress=on_progress, seed=options.seed,
                                 deterministic_s=options.work_limit)
