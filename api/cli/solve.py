@@ -48,7 +48,8 @@ def add_solve_parser(sub: Any) -> None:
                        "machine's load. With --work-limit too, the first reached stops it")
     exact.add_argument("--work-limit", metavar="W", type=float,
                        help="a reproducible budget instead: W units of CP-SAT's "
-                       "deterministic time (about a second of one core's search each) "
+                       "deterministic time (its count of search work, scaled to about a "
+                       "second each) "
                        "over the whole exact search; the same profile, options and W give "
                        "the same schedule on any load. The summary's '(work ...)' says "
                        "what a wall budget bought. --backend cpsat only")

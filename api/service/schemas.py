@@ -39,9 +39,9 @@ class ScheduleRequest(BaseModel):
     work_limit: float | None = Field(
         None, gt=0, allow_inf_nan=False,
         description="A reproducible budget for the ilp search (backend cpsat): CP-SAT "
-        "deterministic time over the whole search, about a second of one core's search a "
-        "unit; the same request gives the same schedule on any load, as long as the wall "
-        "limit (time_limit_s) does not bind first.")
+        "deterministic time over the whole search (its count of search work, scaled to "
+        "about a second a unit); the same request gives the same schedule on any load, as "
+        "long as the wall limit (time_limit_s) does not bind first.")
     memory_limit: float | list[float] | None = Field(
         None, description="Override of the profile's memory_limit: a number, a per-rank "
         "list, or null for no limit; leave it out to keep the profile's.")

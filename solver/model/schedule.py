@@ -153,8 +153,9 @@ class SolverInfo(BaseModel):
         "of entry was chosen first. Absent: a schedule not made by solve.")
     work: float | None = Field(
         None, description="Exact search on CP-SAT: the deterministic time its solves spent "
-        "(OR-Tools' measure of search work, about a second of one core each), what a wall "
-        "budget bought; the same under a work limit on any load. Absent: no CP-SAT search.")
+        "(OR-Tools' count of search work, scaled to about a second each): what a wall "
+        "budget bought, the unit of a work limit, the same on any load under one. Absent: "
+        "no CP-SAT search.")
 
 
 class Schedule(BaseModel):

@@ -58,8 +58,9 @@ class ExactOptions:
     a loaded machine it may be another one. None: 10 s, or none at all under a
     `work_limit` (`wall_limit_s`)."""
     work_limit: float | None = None
-    """A deterministic budget: CP-SAT's deterministic time (about a second of one core's
-    search each, by OR-Tools' own measure), summed over every CP-SAT solve of the search
+    """A deterministic budget: CP-SAT's deterministic time (OR-Tools' count of its search
+    work, scaled to about a second each; on gpt1.5b-p8-m24 a unit took 1.5-3.5 s of CPU
+    here, the whole solve counted), summed over every CP-SAT solve of the search
     (relaxation, probes, phases, windows), which split it as they split the time. The same
     profile, options and budget give the same schedule on any machine load
     (`solver.exact.work_limit`). With `time_limit_s` as well, the wall limit still caps,

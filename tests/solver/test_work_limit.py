@@ -129,6 +129,14 @@ def test_limit_6_proves_the_same_optimum_idle_and_loaded(tmp_path: Path) -> None
     assert info["objective"] == pytest.approx(1527.3)
 
 
+@pytest.mark.slow  # three solves of about 30 s CPU each
+def test_limit_12_proves_the_same_optimum_idle_and_loaded(tmp_path: Path) -> None:
+    # Issue 27: --time-limit 30 proved it idle and stopped at 1168.8-1182.4 loaded.
+    info = _three_runs_agree(tmp_path, 12, 30)
+    assert info["status"] == "optimal"
+    assert info["objective"] == pytest.approx(1162.7)
+
+
 def test_two_interleaved_workers_repeat_beside_a_busy_loop(tmp_path: Path) -> None:
     # Two workers share what they find only between batches (interleave_search): thread
     # timing, which the load changes, must not change the schedule. Limit 12 (memory
