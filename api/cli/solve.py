@@ -42,10 +42,20 @@ def add_solve_parser(sub: Any) -> None:
                    "loop placement); the best wins, e.g. --layouts 1,v,loop2")
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule JSON")
     exact = p.add_argument_group("exact refinement (--method ilp)")
-    exact.add_argument("--time-limit", metavar="S", type=float, default=10.0,
-                       help="seconds the exact search may take (default 10)")
+    exact.add_argument("--time-limit", metavar="S", type=float,
+                       help="seconds of wall time the exact search may take (default 10, "
+                       "none with --work-limit); what it finds by then depends on the "
+                       "machine's load. With --work-limit too, the first reached stops it")
+    exact.add_argument("--work-limit", metavar="W", type=float,
+                       help="a reproducible budget instead: W units of CP-SAT's "
+                       "deterministic time (its count of search work, scaled to about a "
+                       "second each) "
+                       "over the whole exact search; the same profile, options and W give "
+                       "the same schedule on any load. The summary's '(work ...)' says "
+                       "what a wall budget bought. --backend cpsat only")
     exact.add_argument("--workers", metavar="N", type=int, default=2,
-                       help="CP-SAT search workers (default 2)")
+                       help="CP-SAT search workers (default 2; with --work-limit the "
+                       "schedule depends on N, never on the load)")
     exact.add_argument("--backend", choices=BACKENDS, default="cpsat",
                        help="cpsat (default) or milp (the paper's ILP via PuLP; small cases)")
     exact.add_argument("--milp-solver", metavar="NAME",
@@ -60,8 +70,8 @@ def add_solve_parser(sub: Any) -> None:
 def run_solve(args: argparse.Namespace) -> int:
     profile = with_memory_limit(load_profile(args.profile), args.memory_limit)
     options = ExactOptions(backend=args.backend, time_limit_s=args.time_limit,
-                           workers=args.workers, fifo=not args.free_order,
-                           milp_solver=args.milp_solver)
+                           work_limit=args.work_limit, workers=args.workers,
+                           fifo=not args.free_order, milp_solver=args.milp_solver)
     check_outputs(args)
     ilp = args.method == ILP  # the exact search prints its own progress
     with progress(None if ilp else f"solving {profile.label} (p={profile.num_ranks}, "

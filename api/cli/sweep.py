@@ -6,6 +6,7 @@ The heavy imports (Dask, rich, matplotlib, pyarrow) happen only when a sweep run
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,11 @@ def add_sweep_parser(sub: Any) -> None:
                    help="run on an existing Dask cluster, e.g. tcp://HOST:8786")
     p.add_argument("--time-limit", metavar="S", type=float,
                    help="seconds per row for method ilp (default: the grid's "
-                   "time_limit_s, else 10)")
+                   "time_limit_s, else 10; none with a work limit)")
+    p.add_argument("--work-limit", metavar="W", type=float,
+                   help="a reproducible budget per row for method ilp instead: CP-SAT "
+                   "deterministic time (see `ppsched solve --help`; default: the grid's "
+                   "work_limit)")
     p.add_argument("--keep-schedules", metavar="DIR",
                    help="write each schedule JSON to DIR/KEY.json; rows give the path")
     p.add_argument("--csv", metavar="FILE", help="export the grid's rows as CSV")
@@ -50,9 +55,12 @@ def run_sweep_command(args: argparse.Namespace) -> int:
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise ProfileError("time-limit", args.time_limit, "a number of seconds > 0")
+    if args.work_limit is not None and not 0 < args.work_limit < math.inf:
+        raise ProfileError("work-limit", args.work_limit, "a finite number > 0 (CP-SAT "
+                           "deterministic seconds)")
     try:
         grid = load_grid(args.grid)
-        tasks = expand_grid(grid, time_limit_s=args.time_limit)
+        tasks = expand_grid(grid, time_limit_s=args.time_limit, work_limit=args.work_limit)
     except GridError as exc:
         print(f"ppsched: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -34,7 +34,14 @@ class ScheduleRequest(BaseModel):
         "cost", description="cost (largest per-rank span) or makespan.")
     time_limit_s: float = Field(10.0, gt=0, description="Seconds the ilp search may take; "
                                 "over the service's synchronous ceiling the request becomes "
-                                "a job.")
+                                "a job. With work_limit and no time_limit_s, the service's "
+                                "largest (max_time_limit_s) caps the wall time.")
+    work_limit: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="A reproducible budget for the ilp search (backend cpsat): CP-SAT "
+        "deterministic time over the whole search (its count of search work, scaled to "
+        "about a second a unit); the same request gives the same schedule on any load, as "
+        "long as the wall limit (time_limit_s) does not bind first.")
     memory_limit: float | list[float] | None = Field(
         None, description="Override of the profile's memory_limit: a number, a per-rank "
         "list, or null for no limit; leave it out to keep the profile's.")

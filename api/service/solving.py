@@ -39,6 +39,8 @@ class SolveSpec:
     objective: str
     time_limit_s: float
     backend: str
+    work_limit: float | None = None
+    """CP-SAT deterministic time for ilp (`ExactOptions.work_limit`), None for none."""
     layouts: str = ""
     """Canonical layouts (`ppsched.solver.solving.layouts.parse_layouts`), empty for the
     profile as it is."""
@@ -54,6 +56,8 @@ class SolveSpec:
             data["layouts"] = self.layouts
         if self.method == ILP:  # the other methods ignore the exact search's options
             data.update(time_limit_s=self.time_limit_s, backend=self.backend)
+            if self.work_limit is not None:  # keys without it stay those of before
+                data["work_limit"] = self.work_limit
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -81,6 +85,14 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
         ProfileError: an invalid profile or option (field named under ``profile.``).
     """
     check_profile_limits(request.profile, settings)
+    if request.work_limit is not None and request.backend != "cpsat":
+        raise ProfileError("work_limit", request.work_limit, "null with backend "
+                           f"{request.backend} (CBC has no deterministic budget)")
+    time_limit_s = request.time_limit_s
+    if request.work_limit is not None and "time_limit_s" not in request.model_fields_set:
+        # The work limit decides where the search stops; the wall cap that every solve
+        # of the service keeps is its largest, so that it does not bind in practice.
+        time_limit_s = settings.max_time_limit_s
     if request.time_limit_s > settings.max_time_limit_s:
         raise LimitExceeded("time_limit_s", request.time_limit_s, settings.max_time_limit_s,
                             "max_time_limit_s")
@@ -102,9 +114,9 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
                             f"{ops} ops (3 * p * v * m over the layouts)", settings.max_ops,
                             "max_ops")
     return SolveSpec(profile=profile.model_dump(mode="json"), method=method,
-                     objective=request.objective, time_limit_s=request.time_limit_s,
-                     backend=request.backend, layouts=",".join(map(layout_name, parsed)),
-                     ops=ops)
+                     objective=request.objective, time_limit_s=time_limit_s,
+                     backend=request.backend, work_limit=request.work_limit,
+                     layouts=",".join(map(layout_name, parsed)), ops=ops)
 
 
 def count_ops(profile: Profile, layouts: tuple[Layout, ...]) -> int:

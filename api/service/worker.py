@@ -108,7 +108,7 @@ def solve_json(spec: dict[str, Any], cpsat_workers: int) -> tuple[str, Any]:
     try:
         profile = parse_profile(spec["profile"])
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
-                               workers=cpsat_workers)
+                               work_limit=spec.get("work_limit"), workers=cpsat_workers)
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
                          layouts=_layouts(spec))
     except ProfileError as exc:
@@ -169,7 +169,7 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
             conn.send(("progress", (time.perf_counter() - began, point[1], point[2])))
 
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
-                               workers=cpsat_workers)
+                               work_limit=spec.get("work_limit"), workers=cpsat_workers)
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
                          on_progress=progress if spec["method"] == ILP else None,
                          layouts=_layouts(spec))
@@ -180,3 +180,4 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
         conn.send(("error", "cancelled before the search started"))
     finally:
         conn.close()
+

@@ -67,14 +67,20 @@ class Task:
     """Options of the method that change its answer (e.g. time_limit_s for ilp)."""
 
 
-def expand_grid(grid: Grid, *, time_limit_s: float | None = None) -> list[Task]:
-    """The grid's tasks, in product order, one per distinct key.
+def expand_grid(grid: Grid, *, time_limit_s: float | None = None,
+                work_limit: float | None = None) -> list[Task]:
+    """The grid's tasks, in product order, one per distinct key. Method ``ilp`` gets the
+    time limit (the argument's, else the grid's, else 10 s) or, given a work limit (the
+    argument's, else the grid's), that and no wall limit unless one was given.
 
     Raises:
         GridError: an impossible configuration (naming the line of the value that makes
             it so), more than MAX_ROWS rows, or no rows at all after the filters.
     """
-    limit_s = time_limit_s if time_limit_s is not None else grid.time_limit_s or 10.0
+    limit_s = time_limit_s if time_limit_s is not None else grid.time_limit_s
+    work = work_limit if work_limit is not None else grid.work_limit
+    ilp_options: dict[str, Any] = {"time_limit_s": limit_s or 10.0} if work is None else \
+        {"work_limit": work, **({"time_limit_s": limit_s} if limit_s is not None else {})}
     total = len(grid.profiles) * len(grid.methods)
     for axis in grid.axes:
         total *= len(axis.values)
@@ -105,7 +111,7 @@ def expand_grid(grid: Grid, *, time_limit_s: float | None = None) -> list[Task]:
             for method in rows:
                 method_data, solved = _with_recompute(grid, point, data, method,
                                                       profile.problem.num_stages)
-                options: dict[str, Any] = {"time_limit_s": limit_s} if solved == ILP else {}
+                options = dict(ilp_options) if solved == ILP else {}
                 if "v" in point and profile.num_chunks == 1:
                     # A grid that sweeps `v` compares the cuts itself: its v = 1 rows
                     # keep one chunk, where the solver would otherwise also try V and

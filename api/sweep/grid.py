@@ -19,7 +19,8 @@ from ppsched.api.sweep.filters import Filter, compile_filter
 from ppsched.solver.model import Profile, ProfileError, load_profile
 from ppsched.solver.solving import OBJECTIVES, methods, resolve_method
 
-TOP_LEVEL = ("profiles", "methods", "axes", "filters", "objective", "time_limit_s")
+TOP_LEVEL = ("profiles", "methods", "axes", "filters", "objective", "time_limit_s",
+             "work_limit")
 FIELD_AXES = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
 """Axes that set a profile field to one number on every stage (or boundary)."""
 SCALE_FIELDS = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
@@ -97,6 +98,9 @@ class Grid:
     objective: str = "cost"
     time_limit_s: float | None = None
     """Seconds for method `ilp` (the CLI's --time-limit overrides it)."""
+    work_limit: float | None = None
+    """A reproducible budget for method `ilp`: CP-SAT deterministic time (`ExactOptions`;
+    the CLI's --work-limit overrides it)."""
 
     def axis(self, name: str) -> Axis | None:
         return next((a for a in self.axes if a.name == name), None)
@@ -166,10 +170,15 @@ class _GridReader:
         if limit is not None and (not _is_number(limit) or not limit > 0):
             raise self.fail(lines.get("time_limit_s"), f"time_limit_s {limit!r}: expected a "
                             "number of seconds > 0 (for method ilp)")
+        work = data.get("work_limit")
+        if work is not None and (not _is_number(work) or not 0 < work < math.inf):
+            raise self.fail(lines.get("work_limit"), f"work_limit {work!r}: expected a finite "
+                            "number > 0 (CP-SAT deterministic seconds, for method ilp)")
         return Grid(path=self.path, profiles=profiles, methods=methods_,
                     methods_line=methods_line, axes=axes, filters=filters,
                     filters_line=lines.get("filters"), objective=str(objective),
-                    time_limit_s=float(limit) if limit is not None else None)
+                    time_limit_s=float(limit) if limit is not None else None,
+                    work_limit=float(work) if work is not None else None)
 
     def _child(self, key: str) -> yaml.Node | None:
         assert isinstance(self.root, yaml.MappingNode)

@@ -38,8 +38,9 @@ def run_task(task: Task, keep_dir: str | None = None) -> dict[str, Any]:
     row.update(dict.fromkeys(RESULT_FIELDS))
     try:
         profile = parse_profile(task.profile)
-        exact = ExactOptions(time_limit_s=task.options["time_limit_s"], workers=1) \
-            if "time_limit_s" in task.options else None
+        exact = ExactOptions(time_limit_s=task.options.get("time_limit_s"),
+                             work_limit=task.options.get("work_limit"), workers=1) \
+            if "time_limit_s" in task.options or "work_limit" in task.options else None
         schedule = solve(profile, task.method, task.objective, exact=exact,
                          layouts=_layouts(task.options))
     except (ProfileError, ScheduleInvalid, SolverError) as exc:

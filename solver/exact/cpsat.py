@@ -31,6 +31,7 @@ from ppsched.solver.exact.frame import (
     split_fused,
 )
 from ppsched.solver.exact.frame import seed as seed_model
+from ppsched.solver.exact.work_limit import MIN_WORK, set_limits, wall_limit
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.ops import Kind, Op
 from ppsched.solver.model.problem import Problem
@@ -240,15 +241,12 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 def _solver(time_limit_s: float, workers: int, seed: int | None,
             deterministic_s: float | None) -> cp_model.CpSolver:
-    """A CP-SAT solver limited by wall time, or by deterministic time when given."""
+    """A CP-SAT solver limited by wall time (infinite: none), by deterministic time when
+    given, or both (`solver.exact.work_limit.set_limits`)."""
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
-    solver.parameters.num_workers = workers
+    set_limits(solver.parameters, wall_s=time_limit_s, work=deterministic_s, workers=workers)
     if seed is not None:
         solver.parameters.random_seed = seed
-    if deterministic_s is not None:
-        solver.parameters.max_deterministic_time = max(0.01, deterministic_s)
-        solver.parameters.max_time_in_seconds = 100 * deterministic_s + 60  # a safety net
     # The reservoirs stay constraints on start times, propagated as they are, rather than
     # expanded into ordering literals (a quadratic number per rank); the hint and the
     # lower-bound cut then do the work. A design choice, not backed by a committed
@@ -258,7 +256,7 @@ def _solver(time_limit_s: float, workers: int, seed: int | None,
 
 
 def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
-                time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                time_limit_s: float | None = None, workers: int = 2, fifo: bool = True,
                 on_progress: ProgressFn | None = None, tight: bool | None = None,
                 seed: int | None = None, deterministic_s: float | None = None,
                 ) -> ExactResult:
@@ -268,18 +266,20 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
         problem: the resolved profile.
         hint: a valid schedule (e.g. the heuristic's) that seeds and floors the search.
         objective: ``cost`` or ``makespan``.
-        time_limit_s: wall-clock limit of the search.
+        time_limit_s: wall-clock limit of the search; None: 10 s, or none under
+            `deterministic_s` (`solver.exact.work_limit.wall_limit`).
         workers: CP-SAT search workers (threads).
         fifo: restrict to microbatch order per op kind (the paper's formulation).
         on_progress: called with (seconds, objective, bound) when either improves.
         tight: add the order literals of `solver.cpsat_tight`; None (default) adds them
             where they apply (`solver.cpsat_tight.applies`: memory below 1F1B's).
-        seed: CP-SAT's random seed, for reproducible runs (with one worker).
-        deterministic_s: stop after this much of CP-SAT's deterministic time instead of
-            `time_limit_s` of wall time (with one worker and a seed, a run then repeats
-            exactly on any load; benchmarks use it).
+        seed: CP-SAT's random seed.
+        deterministic_s: stop after this much of CP-SAT's deterministic time (the work
+            limit of `solver.exact.work_limit`: with `time_limit_s` infinite, a run repeats
+            exactly on any load, with any number of workers).
     """
     began = time.perf_counter()
+    time_limit_s = wall_limit(time_limit_s, deterministic_s)
     infeasible = infeasible_result(problem, "cpsat", began)
     if infeasible is not None:
         return infeasible
@@ -305,7 +305,7 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
                   scaled.bound_in_time_units(bound_ticks),
                   proven=status == cp_model.OPTIMAL and scaled.exact,
                   began=began, progress=callback.trace, tolerance=scaled.time_tolerance,
-                  scope=scope_of(fifo, objective))
+                  scope=scope_of(fifo, objective), work=solver.deterministic_time)
 
 
 # Where memory binds, the deadline probes (`solver.deadline_probes.rise_to_optimum`) come
@@ -319,10 +319,17 @@ BRIEF_PROBE = 0.1
 LONG_PROBE = 0.8
 # The phases in order, each with its share of the time the ones before it left.
 PHASES = (("probes", 1.0), ("plain", 0.5), ("literals", 1.0))
+# Workers of a deadline probe under a work limit. Measured on gpt1.5b-p8-m24 at limit 6
+# (--layouts 1, CLI): one worker proved 1527.3 at --work-limit 8 (6.6 of it used), where two
+# interleaved workers probing kept the heuristic's 1895.4 at 10 and reached 1560.4 at 30.
+PROBE_WORKERS_UNDER_WORK = 1
+# Below this budget (wall seconds, or deterministic time under a work limit) the phases
+# are not worth splitting it: the whole model runs alone.
+MIN_PHASED = 2.0
 
 
 def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost",
-                       time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                       time_limit_s: float | None = None, workers: int = 2, fifo: bool = True,
                        on_progress: ProgressFn | None = None, seed: int | None = None,
                        deterministic_s: float | None = None) -> ExactResult:
     """The order-literal model probed with caps on its objective rising from the general
@@ -332,8 +339,8 @@ def solve_cpsat_rising(problem: Problem, hint: Orders, *, objective: str = "cost
     A brief probe takes `BRIEF_PROBE` of the budget, a long one `LONG_PROBE` of what is
     left (see `rise_to_optimum` for when). The result is never worse than the hint.
     """
-    return _rise(problem, hint, objective, time_limit_s, workers, fifo, on_progress, seed,
-                 deterministic_s, brief_share=BRIEF_PROBE)[0]
+    return _rise(problem, hint, objective, wall_limit(time_limit_s, deterministic_s), workers,
+                 fifo, on_progress, seed, deterministic_s, brief_share=BRIEF_PROBE)[0]
 
 
 def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, workers: int,
@@ -372,11 +379,15 @@ def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, w
             wall_left = min(wall_left, time_limit_s * brief_share)
             det_left = None if det_left is None or deterministic_s is None else \
                 min(det_left, deterministic_s * brief_share)
-        if wall_left < 0.05 or (det_left is not None and det_left < 0.01):
+        if wall_left < 0.05 or (det_left is not None and det_left < MIN_WORK):
             return Answer("unknown")
         built = build_model(problem, scaled, hint_ticks, cap, objective, fifo, tight=True)
         built.model.clear_hints()  # the hint is above the cap: no use as a hint
-        solver = _solver(wall_left, workers, seed, det_left)
+        # Under a work limit a probe runs one worker: several would have to interleave
+        # (`solver.exact.work_limit`), sharing the budget with neighbourhood searches that
+        # have no schedule to start from below the cap (`PROBE_WORKERS_UNDER_WORK`).
+        solver = _solver(wall_left, workers if det_left is None else PROBE_WORKERS_UNDER_WORK,
+                         seed, det_left)
         callback = _Progress(problem, built, objective, began, report)
         status = solver.solve(built.model, callback)
         spent += solver.deterministic_time
@@ -403,11 +414,12 @@ def _rise(problem: Problem, hint: Orders, objective: str, time_limit_s: float, w
     return finish(problem, "cpsat", objective, hint, best_orders,
                   scaled.bound_in_time_units(bracket.lower),
                   proven=bracket.proven and scaled.exact, began=began, progress=progress,
-                  tolerance=scaled.time_tolerance, scope=scope_of(fifo, objective)), spent
+                  tolerance=scaled.time_tolerance, scope=scope_of(fifo, objective),
+                  work=spent), spent
 
 
 def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost",
-                       time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
+                       time_limit_s: float | None = None, workers: int = 2, fifo: bool = True,
                        on_progress: ProgressFn | None = None, seed: int | None = None,
                        deterministic_s: float | None = None) -> ExactResult:
     """Where memory binds below 1F1B's (`applies`): deadline probes first (`PHASES`,
@@ -419,15 +431,20 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
     stop short, the plain model finds good orders fast but its bound stays at the general
     one, and the order-literal model raises the bound but searches worse from a poor order.
     All bound the same scope, so the best bound is kept; the result is never worse than
-    the hint. Elsewhere, `solve_cpsat` alone.
+    the hint. Elsewhere, or under a budget too small to split (`MIN_PHASED`), `solve_cpsat`
+    alone. With `deterministic_s` the phases split it (and `time_limit_s` too, where
+    finite), each phase its share of what the ones before it left.
     """
-    if not applies(problem) or time_limit_s < 2 or not problem.uniform_microbatches:
+    time_limit_s = wall_limit(time_limit_s, deterministic_s)
+    total = time_limit_s if deterministic_s is None else deterministic_s
+    if not applies(problem) or total < MIN_PHASED or not problem.uniform_microbatches:
         return solve_cpsat(problem, hint, objective=objective, time_limit_s=time_limit_s,
                            workers=workers, fifo=fifo, on_progress=on_progress, seed=seed,
                            deterministic_s=deterministic_s)
     began = time.perf_counter()
     current, bound, progress = hint, 0.0, []
-    used = 0.0  # deterministic time the phases used so far
+    used = 0.0  # deterministic time the phases used so far, as the budget counts it
+    work = 0.0  # and as CP-SAT counted it (a solve stopped at its limit may pass it a little)
     result: ExactResult | None = None
     for phase, share in PHASES:
         offset = time.perf_counter() - began
@@ -441,7 +458,6 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
 
         if phase == "probes":
             # A brief probe: BRIEF_PROBE of the whole budget, whatever this phase's share.
-            total = time_limit_s if deterministic_s is None else deterministic_s
             budget = max(1e-9, wall if det is None else det)
             result, spent = _rise(problem, current, objective, wall, workers, fifo, shifted,
                                   seed, det, brief_share=min(1.0, BRIEF_PROBE * total / budget))
@@ -449,8 +465,11 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
             result = solve_cpsat(problem, current, objective=objective, time_limit_s=wall,
                                  workers=workers, fifo=fifo, on_progress=shifted, seed=seed,
                                  tight=phase == "literals", deterministic_s=det)
+            # The phase's allowance: it used all of it unless it proved the optimum (and
+            # then no phase follows).
             spent = det or 0.0
         used += spent
+        work += result.work or 0.0
         progress += [(t + offset, value, max(b, bound)) for t, value, b in result.progress]
         bound = max(bound, result.bound)
         if result.orders is None or result.status == "optimal":
@@ -460,4 +479,4 @@ def solve_cpsat_phased(problem: Problem, hint: Orders, *, objective: str = "cost
     tolerance = seed_model(problem, hint, objective)[0].time_tolerance
     return finish(problem, "cpsat", objective, split_fused(hint), result.orders, bound,
                   proven=result.status == "optimal", began=began, progress=progress,
-                  tolerance=tolerance, scope=scope_of(fifo, objective))
+                  tolerance=tolerance, scope=scope_of(fifo, objective), work=work)

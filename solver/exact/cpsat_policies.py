@@ -38,6 +38,7 @@ from ppsched.solver.exact.frame import (
     scope_of,
     split_fused,
 )
+from ppsched.solver.exact.work_limit import set_limits, wall_limit
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.ops import Kind, Op, lane_of
 from ppsched.solver.model.policy_fields import policy_fields
@@ -406,16 +407,20 @@ def _starts(reader: cp_model.CpSolver | cp_model.CpSolverSolutionCallback,
 
 
 def solve_cpsat_policies(problem: Problem, hint: Orders, *, objective: str = "cost",
-                         time_limit_s: float = 10.0, workers: int = 2, fifo: bool = True,
-                         on_progress: ProgressFn | None = None, seed: int | None = None,
+                         time_limit_s: float | None = None, workers: int = 2,
+                         fifo: bool = True, on_progress: ProgressFn | None = None,
+                         seed: int | None = None, deterministic_s: float | None = None,
                          ) -> ExactResult:
     """Refine `hint` (a valid schedule, with or without policies) with CP-SAT choosing a
     policy per activation; never worse than the hint.
 
     The bound is the model's (over FIFO schedules) where every time and memory figure
-    scaled exactly, else the general one (`solver.bounds.lower_bound`).
+    scaled exactly, else the general one (`solver.bounds.lower_bound`). `time_limit_s`:
+    wall seconds (None: 10, or none under `deterministic_s`, CP-SAT's deterministic time:
+    see `solver.exact.work_limit`).
     """
     began = time.perf_counter()
+    time_limit_s = wall_limit(time_limit_s, deterministic_s)
     scaled = scale(problem)
     ticks = policy_ticks(problem, scaled)
     hint = split_fused(hint)
@@ -435,9 +440,8 @@ def solve_cpsat_policies(problem: Problem, hint: Orders, *, objective: str = "co
     upper = round(timed.metrics.objective(objective))
     built = build_policy_model(problem, scaled, ticks, hint_ticks, upper, objective, fifo)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s - (time.perf_counter()
-                                                                       - began))
-    solver.parameters.num_workers = workers
+    set_limits(solver.parameters, wall_s=time_limit_s - (time.perf_counter() - began),
+               work=deterministic_s, workers=workers)
     if seed is not None:
         solver.parameters.random_seed = seed
     exact = scaled.exact and ticks.exact
@@ -459,4 +463,5 @@ def solve_cpsat_policies(problem: Problem, hint: Orders, *, objective: str = "co
             1 + scaled.time_tolerance) + 1e-9
     return finish(problem, "cpsat", objective, hint, candidate, bound, proven=proven,
                   began=began, progress=callback.trace, tolerance=scaled.time_tolerance,
-                  scope=scope_of(fifo, objective) + ", copies in any list place")
+                  scope=scope_of(fifo, objective) + ", copies in any list place",
+                  work=solver.deterministic_time)

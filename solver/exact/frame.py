@@ -264,6 +264,8 @@ class ExactResult:
         scope: the schedules `bound` (and an ``optimal`` status) hold over, in words
             (see `scope_of`): the exact models search a restricted family, so their
             bound is not the profile's `metrics.lower_bound` (DESIGN.md section 3).
+        work: CP-SAT's deterministic time, summed over the solves the result took
+            (`solver.exact.work_limit`); None for a backend that is not CP-SAT.
     """
 
     status: Status
@@ -275,6 +277,7 @@ class ExactResult:
     min_feasible_limit: tuple[float, ...] | None = None
     progress: list[Progress] = field(default_factory=list)
     scope: str = ""
+    work: float | None = None
 
     @property
     def gap(self) -> float:
@@ -325,7 +328,7 @@ def infeasible_result(problem: Problem, backend: str, began: float) -> ExactResu
 def finish(problem: Problem, backend: str, objective: str, hint: Orders,
            candidate: Orders | None, solver_bound: float, proven: bool, began: float,
            progress: list[Progress], *, tolerance: float = 0.0,
-           scope: str = "") -> ExactResult:
+           scope: str = "", work: float | None = None) -> ExactResult:
     """Re-time the backend's answer, keep the hint unless beaten, and set the status.
 
     Args:
@@ -334,6 +337,7 @@ def finish(problem: Problem, backend: str, objective: str, hint: Orders,
         proven: the backend proved its answer optimal (over `scope`).
         tolerance: the relative error the time scaling may add (`Scaled.time_tolerance`).
         scope: the family of schedules the backend searched (`scope_of`).
+        work: the CP-SAT deterministic time the backend spent (`ExactResult.work`).
 
     Raises:
         SolverError: the bound exceeds the best re-timed objective beyond `tolerance`.
@@ -360,7 +364,7 @@ def finish(problem: Problem, backend: str, objective: str, hint: Orders,
     else:
         status = "feasible" if improved else "heuristic"
     return ExactResult(status, best_orders, best, bound, time.perf_counter() - began,
-                       backend, progress=progress, scope=scope)
+                       backend, progress=progress, scope=scope, work=work)
 
 
 def proven_by_bound(problem: Problem, hint: Orders, objective: str, backend: str,

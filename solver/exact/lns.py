@@ -37,6 +37,7 @@ from ppsched.solver.exact.frame import (
     scale,
     split_fused,
 )
+from ppsched.solver.exact.work_limit import MIN_WORK, set_limits, wall_limit
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.ops import Op
 from ppsched.solver.model.problem import Problem
@@ -84,6 +85,14 @@ def reorder_window(problem: Problem, scaled: Scaled, current: _Current, t0: int,
     """The current orders with the ops starting in [t0, t1) re-ordered by CP-SAT, or None
     when the model finds no order (or nothing to re-order). `deterministic`: the time
     limit is CP-SAT's deterministic time, not wall time."""
+    return _reorder_window(problem, scaled, current, t0, t1, time_limit_s, workers, seed,
+                           deterministic)[0]
+
+
+def _reorder_window(problem: Problem, scaled: Scaled, current: _Current, t0: int, t1: int,
+                    time_limit_s: float, workers: int, seed: int, deterministic: bool,
+                    ) -> tuple[Orders | None, float]:
+    """`reorder_window`, and the deterministic time its CP-SAT solve took (0 if none)."""
     model = cp_model.CpModel()
     window: list[list[Op]] = []
     before: list[list[Op]] = []
@@ -94,7 +103,7 @@ def reorder_window(problem: Problem, scaled: Scaled, current: _Current, t0: int,
         after.append([op for op in ops if current.start[op] >= t1])
     free = {op for ops in window for op in ops}
     if sum(len(ops) > 1 for ops in window) == 0:
-        return None
+        return None, 0.0
     horizon = max(current.start[op] + _duration(scaled, op)
                   for ops in current.orders for op in ops)
     start: dict[Op, cp_model.IntVar] = {}
@@ -132,35 +141,37 @@ def reorder_window(problem: Problem, scaled: Scaled, current: _Current, t0: int,
                 model.add(start[op] >= current.start[dep] + _duration(scaled, dep) + lag)
     model.minimize(sum(finish_r))
     solver = cp_model.CpSolver()
-    if deterministic:
-        solver.parameters.max_deterministic_time = time_limit_s
-    else:
-        solver.parameters.max_time_in_seconds = time_limit_s
-    solver.parameters.num_workers = workers
+    set_limits(solver.parameters, wall_s=None if deterministic else time_limit_s,
+               work=time_limit_s if deterministic else None, workers=workers)
     solver.parameters.random_seed = seed
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
+        return None, solver.deterministic_time
     kind_rank = {"F": 0, "B": 1, "W": 2}
     orders = []
     for r in range(problem.num_ranks):
         middle = sorted(window[r], key=lambda op: (solver.value(start[op]), kind_rank[op.kind]))
         orders.append([*before[r], *middle, *after[r]])
-    return orders
+    return orders, solver.deterministic_time
 
 
 def solve_lns(problem: Problem, hint: Orders, *, objective: str = "cost",
-              time_limit_s: float = 10.0, workers: int = 2, seed: int = 0,
+              time_limit_s: float | None = None, workers: int = 2, seed: int = 0,
               on_progress: ProgressFn | None = None, max_windows: int | None = None,
-              ) -> ExactResult:
+              work_limit: float | None = None) -> ExactResult:
     """Improve `hint` window by window until the time limit; never worse than the hint.
 
     The bound is the general lower bound only (no window proves anything about the
     whole), so the status is ``feasible`` when a window helped, else ``heuristic``
     (``optimal`` only when the general bound meets the result). With `max_windows`, it
     stops after that many windows, each limited by CP-SAT's deterministic time instead
-    of wall time: with one worker the run then repeats exactly on any load.
+    of wall time; with `work_limit`, once the windows used that much deterministic time
+    (each at most `WINDOW_SECONDS` of it). Either way the run repeats exactly on any
+    load. `time_limit_s`: wall seconds (None: 10, or none with either of those; a wall
+    limit given with them still caps).
     """
+    time_limit_s = wall_limit(time_limit_s, work_limit if max_windows is None else 0.0)
+    deterministic = max_windows is not None or work_limit is not None
     began = time.perf_counter()
     infeasible = infeasible_result(problem, "lns", began)
     if infeasible is not None:
@@ -175,15 +186,27 @@ def solve_lns(problem: Problem, hint: Orders, *, objective: str = "cost",
     num_ops = sum(len(ops) for ops in orders)
     width = max(1, int(horizon * min(1.0, WINDOW_OPS / num_ops)))
     iteration = 0
-    while (iteration < max_windows if max_windows is not None
-           else time.perf_counter() - began < time_limit_s - 0.05):
+    work = 0.0  # CP-SAT's deterministic time over the windows
+    charged = 0.0  # what `work_limit` counts: each window at least MIN_WORK, so it ends
+
+    def go_on() -> bool:
+        if max_windows is not None and iteration >= max_windows:
+            return False
+        if work_limit is not None and charged > work_limit - MIN_WORK:
+            return False
+        return not math.isfinite(time_limit_s) or \
+            time.perf_counter() - began < time_limit_s - 0.05
+
+    while go_on():
         left = time_limit_s - (time.perf_counter() - began)
         t0 = rng.randrange(0, max(1, horizon - width // 2))
-        candidate = reorder_window(problem, scaled, current, t0, t0 + width,
-                                   WINDOW_SECONDS if max_windows is not None
-                                   else min(WINDOW_SECONDS, max(0.05, left)), workers,
-                                   seed + iteration, deterministic=max_windows is not None)
+        limit = min(WINDOW_SECONDS, work_limit - charged) if work_limit is not None \
+            else WINDOW_SECONDS if deterministic else min(WINDOW_SECONDS, max(0.05, left))
+        candidate, spent = _reorder_window(problem, scaled, current, t0, t0 + width, limit,
+                                           workers, seed + iteration, deterministic)
         iteration += 1
+        work += spent
+        charged += max(MIN_WORK, spent)
         if candidate is None:
             continue
         better = _retime(problem, scaled, candidate, objective)
@@ -199,7 +222,7 @@ def solve_lns(problem: Problem, hint: Orders, *, objective: str = "cost",
              time.perf_counter() - began, current.value)
     return finish(problem, "lns", objective, orders, current.orders, 0.0, proven=False,
                   began=began, progress=progress, tolerance=scaled.time_tolerance,
-                  scope=SCOPE_ALL)
+                  scope=SCOPE_ALL, work=work)
 
 
 def _retime(problem: Problem, scaled: Scaled, orders: Orders, objective: str) -> _Current:

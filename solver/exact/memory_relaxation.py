@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ppsched.solver.exact.frame import decimal_scale
+from ppsched.solver.exact.work_limit import MIN_WORK, set_limits
 from ppsched.solver.model.bounds import memory_chain_bound, rank_span_bound, round_trip
 from ppsched.solver.model.policy_fields import policy_fields
 from ppsched.solver.model.problem import Problem
@@ -110,6 +111,7 @@ class RankBound:
     wall_s: float
     ticks: int  # the proven span of rank `first` in ticks of `time_scale`
     time_scale: int
+    work: float = 0.0  # CP-SAT's deterministic time (`solver.exact.work_limit`)
 
 
 def rank_relaxation_bound(problem: Problem, first: int, num_ranks: int = 1, *,
@@ -236,10 +238,7 @@ def prove_span(model: Any, first: int, num_ranks: int, scale: SafeScale, began: 
     from ortools.sat.python import cp_model
 
     solver = cp_model.CpSolver()
-    solver.parameters.num_workers = workers
-    solver.parameters.max_deterministic_time = deterministic_s
-    if time_limit_s is not None:
-        solver.parameters.max_time_in_seconds = time_limit_s
+    set_limits(solver.parameters, wall_s=time_limit_s, work=deterministic_s, workers=workers)
     status = solver.solve(model)
     # The model always has a solution (one microbatch after another fits any valid
     # limit), and CP-SAT's objective bound holds even before it finds one.
@@ -247,7 +246,7 @@ def prove_span(model: Any, first: int, num_ranks: int, scale: SafeScale, began: 
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) else 0
     return RankBound(first, num_ranks, scale.bound_in_time_units(ticks),
                      status == cp_model.OPTIMAL, time.perf_counter() - began, ticks,
-                     scale.time_scale)
+                     scale.time_scale, solver.deterministic_time)
 
 
 @dataclass(frozen=True)
@@ -317,7 +316,8 @@ def _order_literals(model: Any, seq: list[Any], size: int, f_k: Any, f: int, lo:
 
 def memory_relaxation_bound(problem: Problem, *, time_limit_s: float,
                             deterministic_s: float | None = None, workers: int = 1,
-                            stop_at: float = math.inf) -> float:
+                            stop_at: float = math.inf, work_limit: float | None = None,
+                            ) -> float:
     """The largest relaxation bound (`rank_relaxation_bound`) over the ranks whose limit
     binds, within `time_limit_s` of wall time; 0.0 where it does not apply.
 
@@ -328,11 +328,13 @@ def memory_relaxation_bound(problem: Problem, *, time_limit_s: float,
     with its downstream neighbour kept whole too, with the rest of the time
     (gpt1.5b-p8-m24 at limit 6: 1471.5 alone, 1479.3 with rank 1). It stops once
     the bound reaches `stop_at` (a known schedule's cost: no bound can pass it).
-    ``deterministic_s`` caps each CP-SAT run reproducibly as well.
+    ``deterministic_s`` caps each CP-SAT run reproducibly as well; ``work_limit`` is a
+    deterministic budget for them all, shared as the time is (`time_limit_s` may then be
+    math.inf: the wall clock decides nothing).
     """
     return max((r.bound for r in relaxation_runs(
         problem, time_limit_s=time_limit_s, deterministic_s=deterministic_s,
-        workers=workers, stop_at=stop_at)), default=0.0)
+        workers=workers, stop_at=stop_at, work_limit=work_limit)), default=0.0)
 
 
 def _dominates(problem: Problem, rank: int, other: int) -> bool:
@@ -347,11 +349,12 @@ def _dominates(problem: Problem, rank: int, other: int) -> bool:
 
 def relaxation_runs(problem: Problem, *, time_limit_s: float,
                     deterministic_s: float | None = None, workers: int = 1,
-                    stop_at: float = math.inf) -> list[RankBound]:
+                    stop_at: float = math.inf, work_limit: float | None = None,
+                    ) -> list[RankBound]:
     """The CP-SAT runs of `memory_relaxation_bound`, in order (for a benchmark to show)."""
     if not applies(problem):
         return []
-    deadline = time.perf_counter() + time_limit_s
+    deadline = time.perf_counter() + time_limit_s  # math.inf: no wall limit
     ranks = sorted((r for r in range(problem.num_ranks) if memory_binds(problem, r)),
                    key=lambda r: -max(rank_span_bound(problem, r),
                                       memory_chain_bound(problem, r)))
@@ -361,12 +364,14 @@ def relaxation_runs(problem: Problem, *, time_limit_s: float,
         return max(runs, key=lambda x: x.bound, default=None)
 
     def run(first: int, num_ranks: int, share: float) -> None:
-        left = deadline - time.perf_counter()
+        left = deadline - time.perf_counter() if math.isfinite(deadline) else math.inf
+        work = math.inf if work_limit is None else work_limit - sum(x.work for x in runs)
         top = best()
-        if left <= 0 or (top is not None and top.bound >= stop_at - 1e-9):
+        if left <= 0 or work < MIN_WORK or (top is not None and top.bound >= stop_at - 1e-9):
             return
         runs.append(rank_relaxation_bound(
-            problem, first, num_ranks, deterministic_s=deterministic_s or math.inf,
+            problem, first, num_ranks, deterministic_s=min(deterministic_s or math.inf,
+                                                           work * share),
             time_limit_s=left * share, workers=workers, at_least=top))
 
     solved: list[int] = []

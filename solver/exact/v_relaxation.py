@@ -27,6 +27,7 @@ from ppsched.solver.exact.memory_relaxation import (
     prove_span,
     scale_for,
 )
+from ppsched.solver.exact.work_limit import MIN_WORK
 from ppsched.solver.model.bounds import round_trip
 from ppsched.solver.model.policy_fields import policy_fields
 from ppsched.solver.model.problem import Problem
@@ -186,7 +187,8 @@ def _other_work(x: int, m: int, f: list[int], b: list[int], w: list[int],
 
 def v_relaxation_runs(problem: Problem, *, time_limit_s: float,
                       deterministic_s: float | None = None, workers: int = 1,
-                      stop_at: float = math.inf) -> list[RankBound]:
+                      stop_at: float = math.inf, work_limit: float | None = None,
+                      ) -> list[RankBound]:
     """The CP-SAT runs of `v_memory_relaxation_bound`, in order: each rank whose limit
     binds, from rank 0, each with all the time left, until the bound reaches `stop_at`.
 
@@ -195,28 +197,33 @@ def v_relaxation_runs(problem: Problem, *, time_limit_s: float,
     CP-SAT needs most of its time before it proves anything (gpt14.6b-p16-m48 at limit 4,
     two workers: nothing in 3 s, 3252.1 in 5 s), so halving the time for the next ranks
     would lose rank 0's bound. A later rank runs only when an earlier one closed early.
+    ``work_limit``: a deterministic budget for all the runs, shared as the time is
+    (`time_limit_s` may then be math.inf: the wall clock decides nothing).
     """
     if not applies(problem):
         return []
-    deadline = time.perf_counter() + time_limit_s
+    deadline = time.perf_counter() + time_limit_s  # math.inf: no wall limit
     runs: list[RankBound] = []
     for rank in range(problem.num_ranks):
-        left = deadline - time.perf_counter()
-        if left <= 0 or max((x.bound for x in runs), default=0.0) >= stop_at - 1e-9:
+        left = deadline - time.perf_counter() if math.isfinite(deadline) else math.inf
+        work = math.inf if work_limit is None else work_limit - sum(x.work for x in runs)
+        if left <= 0 or work < MIN_WORK \
+                or max((x.bound for x in runs), default=0.0) >= stop_at - 1e-9:
             break
         if memory_binds(problem, rank):
             runs.append(v_rank_relaxation_bound(
-                problem, rank, deterministic_s=deterministic_s or math.inf,
+                problem, rank, deterministic_s=min(deterministic_s or math.inf, work),
                 time_limit_s=left, workers=workers))
     return runs
 
 
 def v_memory_relaxation_bound(problem: Problem, *, time_limit_s: float,
                               deterministic_s: float | None = None, workers: int = 1,
-                              stop_at: float = math.inf) -> float:
+                              stop_at: float = math.inf, work_limit: float | None = None,
+                              ) -> float:
     """The largest V relaxation bound over the ranks whose limit binds (0.0 where it
     does not apply); it holds over every valid schedule, like
     `memory_relaxation.memory_relaxation_bound`."""
     return max((r.bound for r in v_relaxation_runs(
         problem, time_limit_s=time_limit_s, deterministic_s=deterministic_s,
-        workers=workers, stop_at=stop_at)), default=0.0)
+        workers=workers, stop_at=stop_at, work_limit=work_limit)), default=0.0)

@@ -162,6 +162,11 @@ class SolverInfo(BaseModel):
     layout_bounds: dict[str, float] | None = Field(
         None, description="Each considered layout's own lower bound, over every schedule "
         "of that layout; metrics.lower_bound is the least of them.")
+    work: float | None = Field(
+        None, description="Exact search on CP-SAT: the deterministic time its solves spent "
+        "(OR-Tools' count of search work, scaled to about a second each): what a wall "
+        "budget bought, the unit of a work limit, the same on any load under one. Absent: "
+        "no CP-SAT search.")
 
 
 class Schedule(BaseModel):

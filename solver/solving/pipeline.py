@@ -5,6 +5,7 @@ for ``ilp``, or a named schedule; then simulated, checked and wrapped as a `Sche
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from ppsched.solver.exact.frame import ExactResult, ProgressFn
@@ -45,9 +46,9 @@ def solve_in_order(profile: Profile, method: str, objective: str,
         bounds = LayoutBounds.of(candidates)
         if method == ILP:
             options = exact or ExactOptions()
-            options = _relax_layouts(candidates, profile, bounds, value, options)
+            options, work = _relax_layouts(candidates, profile, bounds, value, options)
             orders, name, refined = _refined(profile, orders, name, value, objective,
-                                             options, on_progress)
+                                             options, on_progress, work)
     else:
         profile, orders, name = _generated(method, candidates, profile)
         bounds = LayoutBounds.of([profile])  # a named schedule runs on one layout
@@ -97,27 +98,34 @@ def _best_over_layouts(candidates: list[Profile], objective: str,
 
 
 def _relax_layouts(candidates: list[Profile], answer: Profile, bounds: LayoutBounds,
-                   value: float, options: ExactOptions) -> ExactOptions:
+                   value: float, options: ExactOptions) -> tuple[ExactOptions, float | None]:
     """The memory relaxation's bound of every candidate layout whose general bound is
     below the heuristic's `value` (the answer's layout first: its bound also decides
     whether the exact model runs), recorded in `bounds`; the options left for the exact
-    model. Each relaxation holds over every schedule of its layout, so a layout it lifts
-    to `value` is proven unable to beat the answer."""
+    model and the deterministic time the relaxations spent (None: none ran). Each
+    relaxation holds over every schedule of its layout, so a layout it lifts to `value`
+    is proven unable to beat the answer."""
+    spent: float | None = None
     for candidate in sorted(candidates, key=lambda c: c is not answer):
-        relaxed, options = relaxation_first(candidate.problem, value, options)
-        bounds.raise_to(layout_of(candidate), relaxed)
-    return options
+        relaxed = relaxation_first(candidate.problem, value, options)
+        bounds.raise_to(layout_of(candidate), relaxed.bound)
+        options = relaxed.options
+        if relaxed.work is not None:
+            spent = (spent or 0.0) + relaxed.work
+    return options, spent
 
 
 def _refined(profile: Profile, orders: Orders, name: str, value: float, objective: str,
              options: ExactOptions, on_progress: ProgressFn | None,
-             ) -> tuple[Orders, str, ExactResult]:
+             relaxation_work: float | None) -> tuple[Orders, str, ExactResult]:
     """The exact refinement of the heuristic's `orders` (objective `value`): the orders
-    and name kept, and the exact result."""
+    and name kept, and the exact result (its work counting the relaxations')."""
     # The exact models have no FB op (DESIGN.md 6.4): they start from the FBs run as
     # their parts, and an FB heuristic result they do not beat stays.
     hint = [[part for op in ops for part in parts(op)] for ops in orders]
     refined = refine(profile, hint, objective, options, on_progress)
+    if relaxation_work is not None:  # the work report covers the relaxation's solves too
+        refined = dataclasses.replace(refined, work=(refined.work or 0.0) + relaxation_work)
     assert refined.orders is not None  # a valid profile always admits a schedule
     if hint == orders or (refined.objective or 0.0) <= value:
         orders, name = refined.orders, f"ilp-{refined.backend}"
@@ -167,6 +175,7 @@ def _record_search(schedule: Schedule, refined: ExactResult, fb_scope: bool,
     # The window search keeps no order family: the FIFO flag says nothing there.
     info.fifo = options.fifo if refined.backend != "lns" else None
     info.progress = [list(p) for p in refined.progress]
+    info.work = refined.work
 
 
 def heuristic_orders(problem: Problem, objective: str = "cost",

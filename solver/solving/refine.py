@@ -6,8 +6,10 @@ the model with policies) from the heuristic's schedule.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ppsched.solver.exact.frame import (
     SCOPE_ALL,
@@ -16,9 +18,10 @@ from ppsched.solver.exact.frame import (
     proven_by_bound,
     split_fused,
 )
-from ppsched.solver.exact.memory_relaxation import memory_relaxation_bound
+from ppsched.solver.exact.memory_relaxation import relaxation_runs
 from ppsched.solver.exact.v_relaxation import applies as applies_to_v
-from ppsched.solver.exact.v_relaxation import v_memory_relaxation_bound
+from ppsched.solver.exact.v_relaxation import v_relaxation_runs
+from ppsched.solver.exact.work_limit import wall_limit
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import Orders
@@ -50,10 +53,22 @@ class ExactOptions:
 
     backend: str = "cpsat"
     """``cpsat`` (OR-Tools CP-SAT) or ``milp`` (the paper's ILP through PuLP/CBC)."""
-    time_limit_s: float = 10.0
-    """Wall-clock limit of the exact search; the answer is the best found by then."""
+    time_limit_s: float | None = None
+    """Wall-clock limit of the exact search; the answer is the best found by then, so on
+    a loaded machine it may be another one. None: 10 s, or none at all under a
+    `work_limit` (`wall_limit_s`)."""
+    work_limit: float | None = None
+    """A deterministic budget: CP-SAT's deterministic time (OR-Tools' count of its search
+    work, scaled to about a second each; on gpt1.5b-p8-m24 a unit took 1.5-3.5 s of CPU
+    here, the whole solve counted), summed over every CP-SAT solve of the search
+    (relaxation, probes, phases, windows), which split it as they split the time. The same
+    profile, options and budget give the same schedule on any machine load
+    (`solver.exact.work_limit`). With `time_limit_s` as well, the wall limit still caps,
+    and where it binds the answer depends on the load again. ``cpsat`` only: CBC has no
+    deterministic budget."""
     workers: int = 2
-    """CP-SAT search workers (threads)."""
+    """CP-SAT search workers (threads). Under a work limit the answer depends on it (the
+    workers then interleave their search: `solver.exact.work_limit`), never on the load."""
     fifo: bool = True
     """Each op kind in microbatch order per stage (the paper's model); False frees the
     order of B and W."""
@@ -64,22 +79,45 @@ class ExactOptions:
     whole model; None: where the whole model is too large to gain anything in seconds
     (more than `LNS_MIN_OPS` ops)."""
     seed: int | None = None
-    """CP-SAT's random seed (with ``workers=1``, runs repeat exactly up to wall time)."""
+    """CP-SAT's random seed (a run repeats exactly under a `work_limit` alone)."""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ProfileError("backend", self.backend, " or ".join(BACKENDS))
-        if not self.time_limit_s > 0:
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise ProfileError("time_limit", self.time_limit_s, "a number of seconds > 0")
+        if self.work_limit is not None:
+            if not (self.work_limit > 0 and math.isfinite(self.work_limit)):
+                raise ProfileError("work_limit", self.work_limit, "a finite number > 0 "
+                                   "(CP-SAT deterministic seconds)")
+            if self.backend != "cpsat":
+                raise ProfileError("work_limit", self.work_limit, "none with backend "
+                                   f"{self.backend} (CBC has no deterministic budget: give "
+                                   "time_limit, or use backend cpsat)")
         if self.workers < 1:
             raise ProfileError("workers", self.workers, "an integer >= 1")
 
+    @property
+    def wall_limit_s(self) -> float:
+        """The wall limit in force, in seconds (math.inf: none, under a work limit)."""
+        return wall_limit(self.time_limit_s, self.work_limit)
 
-def relaxation_first(problem: Problem, best: float, options: ExactOptions,
-                      ) -> tuple[float, ExactOptions]:
+
+class Relaxed(NamedTuple):
+    """What `relaxation_first` returns."""
+
+    bound: float
+    """The relaxation's bound (0.0 when it did not run or proved nothing)."""
+    options: ExactOptions
+    """The options left for the exact model (its budgets less what the relaxation took)."""
+    work: float | None
+    """CP-SAT's deterministic time the relaxation spent (None: it did not run)."""
+
+
+def relaxation_first(problem: Problem, best: float, options: ExactOptions) -> Relaxed:
     """The memory relaxation's bound (`solver.memory_relaxation`, or `solver.v_relaxation`
-    for the V cut) within a share of the time limit, and the options left for the exact
-    model.
+    for the V cut) within a share of the time limit (and of the work limit), and the
+    options left for the exact model.
 
     Its bound holds over every valid schedule, so it joins `metrics.lower_bound`; where
     memory does not bind, the relaxation does not apply, the general bound already meets
@@ -87,15 +125,20 @@ def relaxation_first(problem: Problem, best: float, options: ExactOptions,
     """
     if problem.num_microbatches > RELAXATION_MAX_MICROBATCHES \
             or lower_bound(problem) >= best - 1e-9 * max(1.0, best):
-        return 0.0, options
+        return Relaxed(0.0, options, None)
+    runs_of = v_relaxation_runs if applies_to_v(problem) else relaxation_runs
+    wall, work = options.wall_limit_s, options.work_limit
     began = time.perf_counter()
-    relaxation = v_memory_relaxation_bound if applies_to_v(problem) \
-        else memory_relaxation_bound
-    bound = relaxation(problem, time_limit_s=RELAXATION_SHARE * options.time_limit_s,
-                       workers=options.workers, stop_at=best)
-    spent = time.perf_counter() - began
-    left = max(options.time_limit_s - spent, RELAXATION_SHARE * options.time_limit_s)
-    return bound, replace(options, time_limit_s=left)
+    runs = runs_of(problem, time_limit_s=RELAXATION_SHARE * wall, workers=options.workers,
+                   stop_at=best, work_limit=None if work is None else RELAXATION_SHARE * work)
+    bound = max((run.bound for run in runs), default=0.0)
+    spent = sum(run.work for run in runs)
+    if math.isfinite(wall):  # no wall limit: the clock decides nothing
+        wall = max(wall - (time.perf_counter() - began), RELAXATION_SHARE * wall)
+    if work is not None:
+        work = max(work - spent, RELAXATION_SHARE * work)
+    return Relaxed(bound, replace(options, time_limit_s=wall if math.isfinite(wall) else None,
+                                  work_limit=work), spent if runs else None)
 
 
 def refine(profile: Profile, hint: Orders, objective: str, options: ExactOptions,
@@ -124,7 +167,7 @@ def refine(profile: Profile, hint: Orders, objective: str, options: ExactOptions
         from ppsched.solver.exact.milp import solve_milp  # PuLP is imported only when asked for
 
         return solve_milp(problem, hint, objective=objective,
-                          time_limit_s=options.time_limit_s, fifo=options.fifo,
+                          time_limit_s=options.wall_limit_s, fifo=options.fifo,
                           solver_name=options.milp_solver, on_progress=on_progress)
     num_ops = 3 * problem.num_stages * problem.num_microbatches
     # The window search reads one duration per stage: alike microbatches only.
@@ -134,14 +177,16 @@ def refine(profile: Profile, hint: Orders, objective: str, options: ExactOptions
 
         return solve_lns(problem, hint, objective=objective,
                          time_limit_s=options.time_limit_s, workers=options.workers,
-                         seed=options.seed or 0, on_progress=on_progress)
+                         seed=options.seed or 0, on_progress=on_progress,
+                         work_limit=options.work_limit)
     from ppsched.solver.exact.cpsat import (
         solve_cpsat_phased,  # OR-Tools is imported only when asked for
     )
 
     return solve_cpsat_phased(problem, hint, objective=objective,
                               time_limit_s=options.time_limit_s, workers=options.workers,
-                              fifo=options.fifo, on_progress=on_progress, seed=options.seed)
+                              fifo=options.fifo, on_progress=on_progress, seed=options.seed,
+                              deterministic_s=options.work_limit)
 
 
 def _hint_the_models_cannot_hold(problem: Problem, hint: Orders, objective: str,
@@ -186,4 +231,5 @@ def _refine_policies(problem: Problem, hint: Orders, objective: str, options: Ex
 
     return solve_cpsat_policies(problem, hint, objective=objective,
                                 time_limit_s=options.time_limit_s, workers=options.workers,
-                                fifo=options.fifo, on_progress=on_progress, seed=options.seed)
+                                fifo=options.fifo, on_progress=on_progress, seed=options.seed,
+                                deterministic_s=options.work_limit)

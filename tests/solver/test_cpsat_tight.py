@@ -51,7 +51,7 @@ def test_tight_model_finds_the_fifo_optimum(p: int, m: int, seed: int) -> None:
         position = {op: i for ops in combo for i, op in enumerate(ops)}
         for before, f_op in pairs:
             assert position[before] < position[f_op], (before, f_op)
-    result = solve_cpsat(problem, zb_heuristic(problem).orders, time_limit_s=20, workers=1,
+    result = solve_cpsat(problem, zb_heuristic(problem).orders, deterministic_s=20, workers=1,
                          tight=True)
     assert result.objective == pytest.approx(min(costs), abs=1e-9)
     assert result.bound <= min(costs) + 1e-9
@@ -112,7 +112,7 @@ def test_tight_model_on_unequal_microbatches_finds_the_fifo_optimum(seed: int) -
                     assert position[before] < position[f_op], (before, f_op, ops)
     best = min(cost for cost, _ in valid)
     worst = max(valid, key=lambda pair: pair[0])[1]
-    result = solve_cpsat(problem, worst, time_limit_s=20, workers=1, seed=0, tight=True)
+    result = solve_cpsat(problem, worst, deterministic_s=20, workers=1, seed=0, tight=True)
     # Proven: exactly, or within the stated tolerance of scaling a zero-time op to a tick
     # (then the status says "feasible").
     assert result.status in ("optimal", "feasible")

@@ -115,7 +115,7 @@ def test_probes_find_the_fifo_optimum_of_exhaustive_search(p: int, m: int, seed:
     best = _brute_force(problem)
     fifo_best = min(simulate(problem, [list(ops) for ops in combo]).metrics.cost  # type: ignore[union-attr]
                     for combo in best.orders if _fifo(combo))
-    result = solve_cpsat_rising(problem, zb_heuristic(problem).orders, time_limit_s=20,
+    result = solve_cpsat_rising(problem, zb_heuristic(problem).orders, deterministic_s=20,
                                 workers=1, seed=0)
     assert result.orders is not None and simulate(problem, result.orders).ok
     assert result.objective == pytest.approx(fifo_best, abs=1e-9)
@@ -127,8 +127,8 @@ def test_limit_6_one_chunk_within_1_percent_with_a_gap_under_2_percent() -> None
     # deterministic time (one worker, seed 0) the run repeats exactly on any load.
     data = json.loads((PROFILES / "gpt1.5b-p8-m24.json").read_text())
     problem = parse_profile({**data, "memory_limit": 6}).problem
-    result = solve_cpsat_phased(problem, zb_heuristic(problem).orders, time_limit_s=1060,
-                                workers=1, seed=0, deterministic_s=10)
+    result = solve_cpsat_phased(problem, zb_heuristic(problem).orders, workers=1, seed=0,
+                                deterministic_s=10)
     assert result.orders is not None and simulate(problem, result.orders).ok
     assert result.objective is not None and result.objective <= 1542.6
     assert result.gap < 0.02

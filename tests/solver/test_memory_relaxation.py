@@ -9,9 +9,11 @@ import math
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ppsched.solver.exact.memory_relaxation import (
+    RankBound,
     SafeScale,
     applies,
     memory_binds,
@@ -175,31 +177,30 @@ def test_where_it_does_not_apply() -> None:
 
 
 def test_ilp_prints_the_relaxation_as_its_lower_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    # `--method ilp` runs the relaxation first, within its time limit, and the bound joins
-    # metrics.lower_bound (it holds over every schedule). The relaxation is run here on
-    # CP-SAT's deterministic time, so that its bound does not depend on the load.
+    # `--method ilp` runs the relaxation first, within its share of the budget, and the
+    # bound joins metrics.lower_bound (it holds over every schedule). The budget is a work
+    # limit (CP-SAT's deterministic time), so that the bound does not depend on the load.
     from ppsched.solver.solving import ExactOptions, solve
     from ppsched.solver.solving.refine import RELAXATION_SHARE
 
     solve_module = sys.modules["ppsched.solver.solving.refine"]
+    budgets: list[float | None] = []
 
-    budgets: list[float] = []
+    def recorded(problem: Problem, **kwargs: Any) -> list[RankBound]:
+        budgets.append(kwargs["work_limit"])
+        return relaxation_runs(problem, **kwargs)
 
-    def deterministic(problem: Problem, *, time_limit_s: float, **kwargs: object) -> float:
-        budgets.append(time_limit_s)
-        return memory_relaxation_bound(problem, time_limit_s=600, deterministic_s=5)
-
-    monkeypatch.setattr(solve_module, "memory_relaxation_bound", deterministic)
+    monkeypatch.setattr(solve_module, "relaxation_runs", recorded)
     data = json.loads((PROFILES / "gpt1.5b-p8-m24.json").read_text())
     profile = parse_profile({**data, "memory_limit": 6})
-    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=5, workers=1),
-                     layouts=((1, None),))
+    schedule = solve(profile, "ilp", exact=ExactOptions(work_limit=10), layouts=((1, None),))
     metrics, info = schedule.metrics, schedule.solver
     assert metrics is not None and info is not None
-    assert budgets == [pytest.approx(5 * RELAXATION_SHARE)]
+    assert budgets == [pytest.approx(10 * RELAXATION_SHARE)]
     assert metrics.lower_bound >= 1471.5 - 1e-5 > lower_bound(profile.problem)
     assert metrics.lower_bound <= metrics.cost
     assert info.bound >= metrics.lower_bound  # the printed gap is against it
+    assert info.work is not None and info.work > 10 * RELAXATION_SHARE / 2
 
 
 def test_ilp_leaves_it_out_beyond_its_reach(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,15 +208,14 @@ def test_ilp_leaves_it_out_beyond_its_reach(monkeypatch: pytest.MonkeyPatch) -> 
     from ppsched.solver.solving import ExactOptions, solve
     from ppsched.solver.solving.refine import RELAXATION_MAX_MICROBATCHES
 
-    def never(*args: object, **kwargs: object) -> float:
+    def never(*args: object, **kwargs: object) -> list[RankBound]:
         raise AssertionError("the relaxation ran beyond RELAXATION_MAX_MICROBATCHES")
 
-    monkeypatch.setattr(sys.modules["ppsched.solver.solving.refine"], "memory_relaxation_bound",
-                        never)
+    for name in ("relaxation_runs", "v_relaxation_runs"):
+        monkeypatch.setattr(sys.modules["ppsched.solver.solving.refine"], name, never)
     data = json.loads((PROFILES / "gpt1.5b-p8-m24.json").read_text())
     profile = parse_profile({**data, "memory_limit": 6,
                              "num_microbatches": RELAXATION_MAX_MICROBATCHES + 1})
-    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=1, workers=1),
-                     layouts=((1, None),))
+    schedule = solve(profile, "ilp", exact=ExactOptions(work_limit=1), layouts=((1, None),))
     assert schedule.metrics is not None
     assert schedule.metrics.lower_bound == pytest.approx(lower_bound(profile.problem))

@@ -124,3 +124,9 @@ def test_key_depends_on_what_changes_the_answer(write_grid: WriteGrid) -> None:
     assert longer[0].key == tasks[0].key  # the heuristic has no time limit
     assert longer[1].key != tasks[1].key
     assert longer[1].options == {"time_limit_s": 30}
+    # A work limit (reproducible): no wall limit unless one is given besides.
+    budgeted = expand_grid(load_grid(path), work_limit=8)
+    assert budgeted[1].options == {"work_limit": 8}
+    assert budgeted[1].key not in (tasks[1].key, longer[1].key)
+    both = expand_grid(load_grid(path), time_limit_s=30, work_limit=8)
+    assert both[1].options == {"work_limit": 8, "time_limit_s": 30}

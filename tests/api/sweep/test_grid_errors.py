@@ -38,6 +38,7 @@ CASES = [
     ("v-placement-needs-2", "axes:\n  v: [3]\n  placement: [v]\n", 5,
      ["impossible", "V placement needs num_chunks = 2"]),
     ("bad-objective", "objective: speed\n", 3, ["objective 'speed'", "cost, makespan"]),
+    ("work-limit-zero", "work_limit: 0\n", 3, ["work_limit 0", "finite number > 0"]),
 ]
 
 
