@@ -44,6 +44,8 @@ class SolveSpec:
     profile as it is."""
     ops: int = 0
     """The work it asks for: 3 * p * v * m, summed over the layouts (`count_ops`)."""
+    compact: bool = False
+    """Whether the schedule JSON has compact ranks (`Schedule.compact_dump`)."""
 
     @property
     def key(self) -> str:
@@ -52,6 +54,8 @@ class SolveSpec:
                                 "method": self.method, "objective": self.objective}
         if self.layouts:
             data["layouts"] = self.layouts
+        if self.compact:  # absent when not asked: the ids of other requests stay
+            data["compact"] = True
         if self.method == ILP:  # the other methods ignore the exact search's options
             data.update(time_limit_s=self.time_limit_s, backend=self.backend)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -104,7 +108,7 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
     return SolveSpec(profile=profile.model_dump(mode="json"), method=method,
                      objective=request.objective, time_limit_s=request.time_limit_s,
                      backend=request.backend, layouts=",".join(map(layout_name, parsed)),
-                     ops=ops)
+                     ops=ops, compact=request.compact)
 
 
 def count_ops(profile: Profile, layouts: tuple[Layout, ...]) -> int:
