@@ -49,6 +49,22 @@ def encode_rank(ops: Sequence[Op]) -> str:
     return ",".join(cells)
 
 
+def encode_scheduled(ops: Sequence[Any]) -> str:
+    """`encode_rank` of a rank of the schedule model's ops (`ScheduledOp`), read from
+    their fields without making an `Op` of each (a third of the time at 10^6 ops)."""
+    kind_to_action = _KIND_TO_ACTION
+    cells = []
+    for x in ops:
+        fields = x.__dict__
+        kind = fields["kind"]
+        if kind == "FB":
+            cells.append(f"({fields['stage']}F{fields['microbatch']};{fields['stage_b']}B"
+                         f"{fields['microbatch_b']}){TORCH_OVERLAP}")
+        else:
+            cells.append(f"{fields['stage']}{kind_to_action[kind]}{fields['microbatch']}")
+    return ",".join(cells)
+
+
 def decode_rank(text: str, rank: int) -> list[dict[str, Any]]:
     """A compact rank string as the ops' JSON objects of DESIGN.md section 4, without
     times (``{"kind": "F", "stage": 0, "microbatch": 0}``...), for the schedule model to

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from ppsched.solver.model.compact import ENCODING, decode_ranks, encode_rank
+from ppsched.solver.model.compact import ENCODING, decode_ranks, encode_scheduled
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import FBOp, Kind, Op, lane_of, policy_of
 from ppsched.solver.model.problem import ACCEPTED, Problem
@@ -232,7 +232,7 @@ class Schedule(BaseModel):
         # The ops are encoded from the orders, not serialized and replaced: at 10^6 ops
         # their per-op objects are most of a solve's output time.
         data = self.model_copy(update={"ranks": []}).model_dump(mode="json")
-        data["ranks"] = [encode_rank(ops) for ops in self.orders()]
+        data["ranks"] = [encode_scheduled(rank) for rank in self.ranks]
         data["ops_encoding"] = ENCODING
         return data
 

@@ -7,8 +7,9 @@ import json
 
 import pytest
 from ppsched.solver.model import FBOp, Op, ProfileError, load_profile, parse_schedule
-from ppsched.solver.model.compact import ENCODING, decode_rank, encode_rank
+from ppsched.solver.model.compact import ENCODING, decode_rank, encode_rank, encode_scheduled
 from ppsched.solver.sim import schedule_from_orders, simulate
+from ppsched.solver.sim.emit import scheduled_op
 from ppsched.solver.solving import solve
 
 from tests.api.test_cli import ROOT
@@ -71,3 +72,11 @@ def test_policy_ops_keep_their_letters() -> None:
     assert back.orders() == orders
     sim = simulate(back.problem(), back.orders())
     assert sim.ok, sim.violations
+
+
+def test_the_model_ops_encode_as_their_orders() -> None:
+    ops = [Op("F", 0, 0), FBOp(0, 3, 7, 2), Op("BW", 3, 12), Op("L", 1, 2)]
+    assert encode_scheduled([scheduled_op(op, None, None) for op in ops]) == encode_rank(ops)
+    profile = load_profile(ROOT / "profiles" / "gpt1.5b-p8-m24.json")
+    schedule = solve(profile, layouts=((2, "v"),))
+    assert schedule.compact_dump()["ranks"] == [encode_rank(ops) for ops in schedule.orders()]
