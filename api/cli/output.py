@@ -113,7 +113,7 @@ def write_outputs(args: argparse.Namespace, schedule: Schedule) -> None:
     from ppsched.solver.render import dropped_note, render_svg, render_torch_csv, render_trace
 
     makers: dict[str, Callable[[], str]] = {
-        "--output": lambda: schedule.model_dump_json(indent=1),
+        "--output": lambda: schedule_json(schedule, getattr(args, "compact", False)),
         "--svg": lambda: render_svg(schedule),
         "--trace": lambda: json.dumps(render_trace(schedule)),
         "--csv": lambda: render_torch_csv(schedule),
@@ -124,6 +124,14 @@ def write_outputs(args: argparse.Namespace, schedule: Schedule) -> None:
         note = dropped_note(schedule) if option == "--csv" else None
         if note:  # the file alone would not show that a runtime keeps every activation
             print(f"ppsched: note: {path}: {note}", file=sys.stderr)
+
+
+def schedule_json(schedule: Schedule, compact: bool = False) -> str:
+    """The schedule JSON `--output` writes: DESIGN.md section 4's, or with `compact`
+    (`solve --compact`) each rank's ops as one string of actions (`Schedule.compact_dump`)."""
+    if compact:
+        return json.dumps(schedule.compact_dump(), indent=1)
+    return schedule.model_dump_json(indent=1)
 
 
 def print_grid(args: argparse.Namespace, schedule: Schedule) -> None:

@@ -41,6 +41,10 @@ def add_solve_parser(sub: Any) -> None:
                    "1 (one stage per rank), v (V placement, 2 chunks), loopN (N chunks, "
                    "loop placement); the best wins, e.g. --layouts 1,v,loop2")
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule JSON")
+    p.add_argument("--compact", action="store_true",
+                   help="write each rank's ops in the JSON as one string of torch actions "
+                   "(0F0,0I0,0W0,...), without per-op times: for large schedules; "
+                   "`ppsched simulate` re-times it")
     exact = p.add_argument_group("exact refinement (--method ilp)")
     exact.add_argument("--time-limit", metavar="S", type=float,
                        help="seconds of wall time the exact search may take (default 10, "

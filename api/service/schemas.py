@@ -51,6 +51,10 @@ class ScheduleRequest(BaseModel):
         "(one stage per rank), v (V placement, 2 chunks), loopN (N chunks, loop placement); "
         "the best wins, e.g. '1,v'. Leave it out to solve the profile as it is.",
         examples=["1,v,loop2"])
+    compact: bool = Field(
+        False, description="Write each rank's ops as one string of torch actions "
+        "(\"0F0,0I0,0W0,...\", the schedule's ops_encoding 'actions') without per-op "
+        "times: for large schedules. The views re-time them.")
 
 
 class Links(BaseModel):
@@ -73,7 +77,7 @@ class ScheduleResult(BaseModel):
     schema_version: int
     profile: Annotated[dict[str, Any], WithJsonSchema(PROFILE_REF)]
     method: str
-    ranks: list[list[dict[str, Any]]]
+    ranks: list[list[dict[str, Any]] | str]
     metrics: dict[str, Any] | None
     solver: dict[str, Any] | None
 

@@ -46,6 +46,8 @@ class SolveSpec:
     profile as it is."""
     ops: int = 0
     """The work it asks for: 3 * p * v * m, summed over the layouts (`count_ops`)."""
+    compact: bool = False
+    """Whether the schedule JSON has compact ranks (`Schedule.compact_dump`)."""
 
     @property
     def key(self) -> str:
@@ -54,6 +56,8 @@ class SolveSpec:
                                 "method": self.method, "objective": self.objective}
         if self.layouts:
             data["layouts"] = self.layouts
+        if self.compact:  # absent when not asked: the ids of other requests stay
+            data["compact"] = True
         if self.method == ILP:  # the other methods ignore the exact search's options
             data.update(time_limit_s=self.time_limit_s, backend=self.backend)
             if self.work_limit is not None:  # keys without it stay those of before
@@ -116,7 +120,8 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
     return SolveSpec(profile=profile.model_dump(mode="json"), method=method,
                      objective=request.objective, time_limit_s=time_limit_s,
                      backend=request.backend, work_limit=request.work_limit,
-                     layouts=",".join(map(layout_name, parsed)), ops=ops)
+                     layouts=",".join(map(layout_name, parsed)), ops=ops,
+                     compact=request.compact)
 
 
 def count_ops(profile: Profile, layouts: tuple[Layout, ...]) -> int:

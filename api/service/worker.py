@@ -16,7 +16,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ppsched.solver.model import ProfileError, ScheduleInvalid, parse_profile
+from ppsched.solver.model import ProfileError, Schedule, ScheduleInvalid, parse_profile
 from ppsched.solver.solving import ILP, ExactOptions, Layout, parse_layouts, solve
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,12 @@ def render_view(body: str, kind: str) -> str:
     from ppsched.solver.render import render_svg, render_torch_csv, render_trace
 
     schedule = parse_schedule(json.loads(body))
+    if schedule.ops_encoding is not None:
+        # Compact ranks hold no times: the views draw the simulator's.
+        from ppsched.solver.sim import schedule_from_orders
+
+        schedule = schedule_from_orders(schedule.profile, schedule.orders(), schedule.method,
+                                        microbatch_order=schedule.microbatch_order)
     if kind == "svg":
         return render_svg(schedule)
     if kind == "csv":
@@ -115,7 +121,15 @@ def solve_json(spec: dict[str, Any], cpsat_workers: int) -> tuple[str, Any]:
         return "profile_error", (exc.field, _plain(exc.value), exc.accepted)
     except ScheduleInvalid as exc:
         return "invalid", str(exc)
-    return "ok", schedule.model_dump_json()
+    return "ok", schedule_json(schedule, spec)
+
+
+def schedule_json(schedule: Schedule, spec: dict[str, Any]) -> str:
+    """The schedule's JSON as the request asked: DESIGN.md section 4's, or with compact
+    ranks (`Schedule.compact_dump`)."""
+    if spec.get("compact"):
+        return json.dumps(schedule.compact_dump())
+    return schedule.model_dump_json()
 
 
 def _layouts(spec: dict[str, Any]) -> tuple[Layout, ...]:
@@ -163,7 +177,7 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
         if spec["method"] == ILP:
             # The exact search starts from the heuristic: its schedule is the best so far.
             start = solve(profile, "heuristic", spec["objective"], layouts=_layouts(spec))
-            conn.send(("incumbent", job_result(start.model_dump_json(), key)))
+            conn.send(("incumbent", job_result(schedule_json(start, spec), key)))
 
         def progress(point: tuple[float, float, float]) -> None:
             conn.send(("progress", (time.perf_counter() - began, point[1], point[2])))
@@ -173,7 +187,7 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
                          on_progress=progress if spec["method"] == ILP else None,
                          layouts=_layouts(spec))
-        conn.send(("done", job_result(schedule.model_dump_json(), key)))
+        conn.send(("done", job_result(schedule_json(schedule, spec), key)))
     except (ProfileError, ScheduleInvalid) as exc:
         conn.send(("error", str(exc)))
     except KeyboardInterrupt:

@@ -37,7 +37,9 @@ from ppsched.solver.heuristic.chunked_timing import (
 )
 from ppsched.solver.heuristic.early_stop import MARGIN
 from ppsched.solver.heuristic.lookahead import CANDIDATES as LOOKAHEADS
+from ppsched.solver.heuristic.lookahead import LARGE_CANDIDATES as LARGE_LOOKAHEADS
 from ppsched.solver.heuristic.lookahead import Lookahead, later_stages_room, lookahead_timed
+from ppsched.solver.heuristic.scale import searched_in_full
 from ppsched.solver.model.lazy_orders import LazyOrders
 from ppsched.solver.model.ops import Op, Orders
 from ppsched.solver.model.problem import Problem
@@ -403,7 +405,10 @@ class _VSearch:
                      for fill in FILL_CHOICES]
         # Raced the least fill first: on the paper profiles it is mostly the best of the
         # six, and the others then stop earlier against it (the preference stays).
-        for knobs in sorted(preferred, key=lambda k: k.fill):
+        raced = sorted(preferred, key=lambda k: k.fill)
+        full = searched_in_full(self.problem)
+        # A large order (`solver.heuristic.scale`) gets the first build only, no caps.
+        for knobs in raced if full else raced[:1]:
             built = self.build(knobs, 1 + preferred.index(knobs))
             if built == CANNOT_WIN:
                 lost.append(knobs)
@@ -412,7 +417,7 @@ class _VSearch:
                 self.kept.append((1 + preferred.index(knobs), built[1], built[0], "greedy"))
         lost.sort(key=preferred.index)
         greedy = {k: greedy[k] for k in preferred if k in greedy}
-        if any(map(math.isfinite, self.problem.memory_limit)):
+        if full and any(map(math.isfinite, self.problem.memory_limit)):
             self.capped_builds(greedy, lost)
 
     def capped_builds(self, greedy: dict[GreedyKnobs, float], lost: list[GreedyKnobs],
@@ -438,6 +443,8 @@ class _VSearch:
         """Below ZB-V's memory: the named V orders, list-scheduled with a lookahead
         window under the limit (`solver.lookahead`), raced as the builds were."""
         for preference, candidate in enumerate(LOOKAHEADS, start=200):
+            if candidate not in LARGE_LOOKAHEADS and not searched_in_full(self.problem):
+                continue  # a large order (`solver.heuristic.scale`): the one that won there
             built = _lookahead(self.problem, candidate, self.objective,
                                self.incumbent(preference))
             if not isinstance(built, str):

@@ -62,6 +62,11 @@ MARK = "+lookahead"
 CANDIDATES = (Lookahead("v-half", 2, False), Lookahead("v-min", 8, False),
               Lookahead("v-half", 16, True), Lookahead("v-min", 16, False))
 
+# Those tried on an order above `scale.FULL_SEARCH_OPS`: the one that won on each large
+# case measured (gpt28.3b stage times at p=64, m=512 and p=128, m=1024, 0.5p; issue 27),
+# where the four cost 5.4 s and 13 s.
+LARGE_CANDIDATES = (Lookahead("v-half", 16, True),)
+
 
 def lookahead_timed(problem: Problem, candidate: Lookahead, objective: str = "cost",
                     incumbent: float = math.inf) -> tuple[Orders, float] | str:
@@ -74,7 +79,10 @@ def lookahead_timed(problem: Problem, candidate: Lookahead, objective: str = "co
         ValueError: the base schedule refuses the problem, or its order holds an op other
             than F, B and W.
     """
-    priority = [list(row) for row in REGISTRY[candidate.base](problem)]
+    # Each row reversed, its next op last: a rank takes ops from the head of its order,
+    # and `list.pop` at the head moves the whole row (4.4 us an op at p=128, m=1024,
+    # 6,144 ops a rank; issue 27), at the tail nothing.
+    priority = [list(reversed(row)) for row in REGISTRY[candidate.base](problem)]
     if any(op.kind not in ("F", "B", "W") or type(op) is not Op
            for row in priority for op in row):
         raise ValueError(f"{candidate.base}: only F, B and W orders can be a priority list")
@@ -115,7 +123,7 @@ def _schedule(problem: Problem, priority: list[list[Op]], window: int, reserve_o
             else:
                 stalled.append(r)
             continue
-        kind, s, j = row.pop(chosen)
+        kind, s, j = row.pop(-1 - chosen)
         end = now + duration[kind][s]
         if kind == "F":
             state.end_f[s][j] = end
@@ -155,36 +163,39 @@ def _pick(problem: Problem, state: _State, window: int, reserve_on: bool,
           ) -> Callable[[int, list[Op], float], tuple[int, float]]:
     """The rule: the first of a rank's next `window` ops whose input has arrived by
     `now` and that fits the memory limit (its position, or -1), and the earliest arrival
-    of those that fit (inf: none known)."""
+    of those that fit (inf: none known). A row holds the rank's ops left in reverse, its
+    next op last: position i is ``row[-1 - i]``."""
     last = problem.num_stages - 1
     m_b, m_w, limit = problem.m_b, problem.m_w, problem.memory_limit
     comm_down = [problem.comm(s, s + 1) for s in range(last)]
     reserve = later_stages_room(problem) if reserve_on else [0.0] * problem.num_stages
     end_f, end_b, memory = state.end_f, state.end_b, state.memory
 
-    def arrival(kind: str, s: int, j: int) -> float:
-        """When the op's input arrives (nan: its input is not placed yet)."""
-        if kind == "F":
-            return end_f[s - 1][j] + comm_down[s - 1] if s else 0.0
-        if kind == "W":
-            return end_b[s][j]
-        return end_f[s][j] if s == last else end_b[s + 1][j] + comm_down[s]
-
-    def fits(r: int, kind: str, s: int) -> bool:
-        if kind == "F":
-            return memory[r] + m_b[s] <= limit[r] - reserve[s] + _EPS
-        return kind == "W" or memory[r] + m_w[s] - m_b[s] <= limit[r] + _EPS
-
+    # `pick` runs once per op and look (9 candidates a look at window 16): the input's
+    # arrival and the memory rule are inlined, as calls they were half its time (issue
+    # 27). The arrival: an F's is the previous stage's F (0.0 on stage 0), a W's its own
+    # B, a B's the next stage's B (the last stage's own F); nan while not placed.
     def pick(r: int, row: list[Op], now: float) -> tuple[int, float]:
         next_at = math.inf
+        held, cap = memory[r], limit[r]
         for i in range(min(window, len(row))):
-            kind, s, j = row[i]
-            at = arrival(kind, s, j)
-            if at != at or not fits(r, kind, s):
-                continue  # not placeable yet: its input is not placed, or no room
+            kind, s, j = row[-1 - i]
+            if kind == "F":
+                at = end_f[s - 1][j] + comm_down[s - 1] if s else 0.0
+                if at != at or not held + m_b[s] <= cap - reserve[s] + _EPS:
+                    continue  # not placeable yet: its input is not placed, or no room
+            elif kind == "W":
+                at = end_b[s][j]
+                if at != at:
+                    continue
+            else:
+                at = end_f[s][j] if s == last else end_b[s + 1][j] + comm_down[s]
+                if at != at or not held + m_w[s] - m_b[s] <= cap + _EPS:
+                    continue
             if at <= now + _EPS:
                 return i, next_at
-            next_at = min(next_at, at)
+            if at < next_at:
+                next_at = at
         return -1, next_at
 
     return pick

@@ -30,6 +30,7 @@ from ppsched.solver.heuristic.knobs import (
 )
 from ppsched.solver.heuristic.order_timing import time_order
 from ppsched.solver.heuristic.paper import PaperBuild, paper_candidates
+from ppsched.solver.heuristic.scale import LARGE_WARMUP_FAMILIES, searched_in_full
 from ppsched.solver.heuristic.warm_up import forwards_only
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.errors import ProfileError
@@ -145,7 +146,10 @@ class _Search:
         # Below 1F1B's memory (some stage cannot hold the p - j microbatches 1F1B has in
         # flight there), stages capped alike may take B before F: try both there.
         below_1f1b = any(cap < problem.num_ranks - j for j, cap in enumerate(caps))
-        for warmup in dict.fromkeys(warmup_candidates(problem)):  # unique, in order
+        families = list(dict.fromkeys(warmup_candidates(problem)))  # unique, in order
+        if not searched_in_full(problem):  # a large order: the first families only
+            families = families[:LARGE_WARMUP_FAMILIES]
+        for warmup in families:
             capped = below_1f1b and any(a == b for a, b in itertools.pairwise(warmup))
             for b_first in (False, True) if capped else (False,):
                 self.try_knobs(Knobs(warmup, FILL_CHOICES[0], b_first_when_capped=b_first))

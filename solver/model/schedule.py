@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
+from ppsched.solver.model.compact import ENCODING, decode_ranks, encode_scheduled
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import FBOp, Kind, Op, lane_of, policy_of
 from ppsched.solver.model.problem import ACCEPTED, Problem
@@ -183,6 +184,19 @@ class Schedule(BaseModel):
     microbatch_order: list[int] | None = Field(
         None, description="DESIGN.md 6.2: the input microbatch that each microbatch j of "
         "the ops is (a permutation of 0..m-1); absent: j is input microbatch j.")
+    ops_encoding: Literal["actions"] | None = Field(
+        None, description="'actions' where the JSON's ranks are compact (`solve "
+        "--compact`, `model.compact`): each rank one string of actions in torch's syntax, "
+        "e.g. \"0F0,0F1,0I0,0W0\" (our B is torch's I, our BW torch's B, an FB "
+        "\"(0F3;7B2)OVERLAP_F_B\", and R, O, L keep our letters), without start and end; "
+        "a reader re-times them with the simulator. Absent: one object per op (DESIGN.md "
+        "section 4). Reading accepts either form per rank whatever this says.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _decode_compact(cls, data: Any) -> Any:
+        # Compact ranks (strings) become op objects without times before validation.
+        return decode_ranks(data)
 
     @model_validator(mode="after")
     def _check_order(self) -> Schedule:
@@ -223,8 +237,19 @@ class Schedule(BaseModel):
     def _drop_absent_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Without an order the JSON is DESIGN.md section 4's exactly.
         data: dict[str, Any] = handler(self)
-        if data.get("microbatch_order", 0) is None:
-            del data["microbatch_order"]
+        for name in ("microbatch_order", "ops_encoding"):
+            if data.get(name, 0) is None:
+                del data[name]
+        return data
+
+    def compact_dump(self) -> dict[str, Any]:
+        """The JSON-ready dict of the schedule with compact ranks (`ops_encoding`
+        'actions', see `model.compact`): each rank one string, no per-op times."""
+        # The ops are encoded from the orders, not serialized and replaced: at 10^6 ops
+        # their per-op objects are most of a solve's output time.
+        data = self.model_copy(update={"ranks": []}).model_dump(mode="json")
+        data["ranks"] = [encode_scheduled(rank) for rank in self.ranks]
+        data["ops_encoding"] = ENCODING
         return data
 
     def problem(self) -> Problem:

@@ -193,12 +193,16 @@ def with_policies(problem: Problem, compute: Orders, policy: dict[tuple[int, int
 
 
 def fit(problem: Problem, compute: Orders, keep_sim: Simulation, prefer: str,
+        objective: str = "cost", give_up_at: float = math.inf,
         ) -> tuple[Orders, Simulation] | None:
     """Add policies to the keep-only `compute` orders until the real limit holds.
 
     Args:
         prefer: ``offload`` (offload where the copies fit in the activation's life,
             recompute otherwise) or ``recompute`` (recompute only).
+        give_up_at: stop (None) once a round's orders take this long by `objective`:
+            each round only adds policies, so the orders it ends with take as long or
+            longer (`policy_search`).
 
     Returns:
         The orders and their simulation, valid; None when no choice of policies fits.
@@ -216,6 +220,8 @@ def fit(problem: Problem, compute: Orders, keep_sim: Simulation, prefer: str,
             return orders, sim
         if any(v.kind != "memory" for v in sim.violations):
             logger.debug("policy candidate invalid: %s", sim.violations[0])
+            return None
+        if sim.metrics is not None and sim.metrics.objective(objective) >= give_up_at:
             return None
         added = False
         for r in range(problem.num_ranks):
@@ -304,11 +310,13 @@ def relaxed_problems(problem: Problem, prefer: str) -> list[Problem]:
 
 
 def policy_search(problem: Problem, objective: str, keep_solver: KeepSolver,
-                  ) -> tuple[Orders, str, float] | None:
+                  incumbent: float = math.inf) -> tuple[Orders, str, float] | None:
     """The cheapest valid schedule with policies the search finds, or None if none fits.
 
     Args:
         keep_solver: today's heuristic for a keep-only problem: orders, name, objective.
+        incumbent: what a result must beat by more than `_EPS` to be used (the keep-only
+            schedule's objective): a candidate that cannot is not fitted.
     """
     best: tuple[Orders, str, float] | None = None
     pf = policy_fields(problem)
@@ -332,7 +340,19 @@ def policy_search(problem: Problem, objective: str, keep_solver: KeepSolver,
             if key in tried:
                 continue
             tried.add(key)
-            fitted = fit(problem, compute, keep_sim, prefer)
+            # The policies only add ops and waits to the compute order (an R before its B
+            # on the compute lane, a B after its L), never before a rank's first op (an
+            # F, run before any B anywhere), so the fitted schedule's spans are no
+            # shorter than the keep-only timing's, nor a later round's than an earlier
+            # one's. Where that cannot be taken (not below the best by more than _EPS)
+            # or cannot beat the incumbent, the fitting (its simulations were 3/4 of a
+            # policy solve, issue 27) cannot change the answer: at `incumbent` + _EPS or
+            # more a result loses to the keep-only schedule, and so does any result it
+            # kept from being taken (within _EPS of it).
+            give_up_at = min(incumbent + _EPS, best[2] - _EPS if best else math.inf)
+            if _objective(keep_sim, objective) >= give_up_at:
+                continue
+            fitted = fit(problem, compute, keep_sim, prefer, objective, give_up_at)
             if fitted is None:
                 continue
             orders, sim = fitted
@@ -345,12 +365,17 @@ def policy_search(problem: Problem, objective: str, keep_solver: KeepSolver,
     return best
 
 
+def _objective(sim: Simulation, objective: str) -> float:
+    assert sim.metrics is not None
+    return sim.metrics.objective(objective)
+
+
 def policy_orders(problem: Problem, objective: str, keep_solver: KeepSolver,
                   ) -> tuple[Orders, str, float]:
     """The heuristic's orders for a problem that offers policies: the better of the
     keep-only heuristic at the real limit and `policy_search` (ties: keep)."""
     orders, name, value = keep_solver(keep_only(problem), objective)
-    found = policy_search(problem, objective, keep_solver)
+    found = policy_search(problem, objective, keep_solver, value)
     if found is not None and found[2] < value - _EPS:
         logger.info("policies: %s at %g (keep only: %g)", found[1], found[2], value)
         return found

@@ -97,7 +97,12 @@ def _rank_ops(ops: Sequence[Op], starts: Sequence[float | None],
     """`scheduled_op` of each of a rank's ops (no lane, no policy), inlined for plain ops:
     the Schedule's ops were a sixth of a p=8 solve (issue 11)."""
     out = []
-    fields = _OP_FIELDS
+    # One fields set for all the rank's plain ops, not a copy each: it holds every field,
+    # so pydantic's `add` on an assignment (op.start = ...) changes nothing, and the
+    # copies were 728 of the 1152 bytes an op took (issue 27: 786,432 ops at p=128,
+    # m=1024 in V). Only an extra attribute set on one op would show in the others'
+    # `model_fields_set`; nothing reads it (no `exclude_unset` dump of ops).
+    fields = _OP_FIELDS.copy()
     for op, start, end in zip(ops, starts, ends, strict=True):
         if type(op) is not Op:
             out.append(scheduled_op(op, start, end))
@@ -107,7 +112,7 @@ def _rank_ops(ops: Sequence[Op], starts: Sequence[float | None],
         _set(made, "__dict__", {"kind": kind, "stage": stage, "microbatch": microbatch,
                                 "start": start, "end": end, "stage_b": None,
                                 "microbatch_b": None, "lane": None, "policy": None})
-        _set_fields_set(made, fields.copy())
+        _set_fields_set(made, fields)
         _set_extra(made, {})
         _set_private(made, None)
         out.append(made)

@@ -80,6 +80,16 @@ def test_layouts_let_the_solver_cut_the_model(server: Server) -> None:
     assert_error(bad, 422, "layouts")
 
 
+def test_compact_request_writes_action_strings_and_draws(server: Server) -> None:
+    body = post(server, {"profile": EASY, "method": "zb-h1", "compact": True}).json()
+    full = post(server, {"profile": EASY, "method": "zb-h1"}).json()
+    assert body["id"] != full["id"] and body["ops_encoding"] == "actions"
+    assert body["ranks"][0].startswith("0F0,")
+    assert parse_schedule(body).orders() == parse_schedule(full).orders()
+    svg = server.client.get(body["links"]["svg"])  # re-timed for the picture
+    assert svg.status_code == 200 and svg.text.lstrip().startswith("<svg")
+
+
 def test_small_ilp_answers_synchronously(server: Server) -> None:
     response = post(server, {"profile": EASY, "method": "ilp", "time_limit_s": 2.0})
     assert response.status_code == 200, response.text

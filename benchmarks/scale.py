@@ -1,0 +1,192 @@
+"""Issue 27's scale rows: CPU time and peak memory of `ppsched solve` on large profiles,
+and of the policy search.
+
+Run: ``python -m benchmarks.scale [--out DIR] [--only NAME]``. Writes
+``benchmarks/results/scale.md``.
+
+Each row is one `ppsched solve PROFILE -o out.json` in a fresh subprocess, measured as
+``/usr/bin/time -f "%U+%S s %M KB"`` reports it (user + system CPU seconds, peak RSS),
+never wall time: the machine may be shared. The large profiles take the 28.3B stage
+times of ``profiles/gpt28.3b-p32-m*.json`` (t_f, t_b, t_w, t_comm, m_b, m_w) at p=128,
+m=1024 and p=64, m=512, with ``memory_limit`` a multiple of ``p * m_b``; they are solved
+with ``--layouts 1,v,loop2`` (the default to come: every layout at every memory level),
+once writing the default JSON (DESIGN.md section 4) and once ``--compact`` (one string of
+torch actions per rank, `solver.model.compact`). The policy rows solve gpt1.5b-p8-m24
+with offload at ``k = 0.5`` (`solver.model.offload_sizing.with_offload`, as
+`benchmarks.offload_targets`) at 0.5p. Cost and lower bound are read back from the
+written JSON (the simulator's figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ppsched.solver.model.offload_sizing import with_offload
+from ppsched.solver.model.profile import load_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGE_TIMES = ROOT / "profiles" / "gpt28.3b-p32-m96.json"
+POLICY_PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"
+ALL_LAYOUTS = "1,v,loop2"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    profile: dict
+    layouts: str | None  # None: the solve's default
+    compact: bool
+    target: str
+
+
+def large(p: int, m: int, memory: float) -> dict:
+    """The 28.3B stage times at p ranks, m microbatches, `memory` times p * m_b."""
+    base = json.loads(STAGE_TIMES.read_text())
+    data = {k: base[k] for k in ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")}
+    data.update(name=f"gpt28.3b-p{p}-m{m}@{memory:g}p", num_ranks=p, num_microbatches=m,
+                memory_limit=memory * p * base["m_b"])
+    return data
+
+
+def with_offload_at(memory: float, offload: bool) -> dict:
+    base = load_profile(POLICY_PROFILE)
+    profile = with_offload(base, 0.5) if offload else base
+    data = profile.model_dump(mode="json", exclude_none=True)
+    data["memory_limit"] = memory * data["num_ranks"] * data["m_b"]
+    data["name"] = f"gpt1.5b-p8-m24@{memory:g}p" + (" offload k=0.5" if offload else "")
+    return data
+
+
+def cases() -> list[Case]:
+    out = []
+    for p, m, memory, target in ((128, 1024, 0.5, "<= 10 s, <= 500 MB"),
+                                 (128, 1024, 1.0, "<= 2 s"),
+                                 (64, 512, 0.5, "")):
+        for compact in (False, True):
+            out.append(Case(f"p{p}-m{m}@{memory:g}p", large(p, m, memory), ALL_LAYOUTS,
+                            compact, target))
+    out.append(Case("policy@0.5p keep only", with_offload_at(0.5, False), None, False, ""))
+    out.append(Case("policy@0.5p offload", with_offload_at(0.5, True), None, False,
+                    "<= 0.5 s solve"))
+    out.append(Case("policy@0.5p offload", with_offload_at(0.5, True), ALL_LAYOUTS, False,
+                    ""))
+    return out
+
+
+# The same commands on this branch's base (commit b4503a9, before issue 27's scale work),
+# measured once on the same machine with /usr/bin/time as above (default JSON): (case,
+# layouts, CPU s, peak RSS KB, JSON bytes, cost). Not re-run here: the p=128 rows took
+# 110 s CPU each.
+BEFORE = (("p128-m1024@0.5p", ALL_LAYOUTS, 106.41 + 3.29, 1711824, 102593462, 34445.85),
+          ("p128-m1024@1p", ALL_LAYOUTS, 33.49 + 3.59, 1698064, 102578344, 29620.90),
+          ("p64-m512@0.5p", ALL_LAYOUTS, 22.75 + 0.61, 461104, 25502582, 17385.71),
+          ("policy@0.5p offload", "default", 2.81 + 0.04, 42352, None, 1188.40),
+          ("policy@0.5p offload", ALL_LAYOUTS, 2.94 + 0.03, 42556, None, 1188.40))
+
+
+def before_table() -> list[str]:
+    lines = ["| case | layouts | CPU s | peak RSS MB | JSON MB | cost |", "|---" * 6 + "|"]
+    for name, layouts, cpu, kb, size, cost in BEFORE:
+        json_mb = f"{size / 1e6:.2f}" if size is not None else "-"
+        lines.append(f"| {name} | {layouts} | {cpu:.2f} | {kb / 1024:.0f} | {json_mb} | "
+                     f"{cost:.2f} |")
+    return lines
+
+
+_TIME = re.compile(r"^([\d.]+)\+([\d.]+) s (\d+) KB$", re.M)
+
+
+def measure(case: Case, folder: Path) -> dict:
+    """One fresh `ppsched solve` of the case: CPU s, peak RSS MB, JSON MB, figures."""
+    profile, out = folder / "profile.json", folder / "out.json"
+    profile.write_text(json.dumps(case.profile))
+    command = ["/usr/bin/time", "-f", "%U+%S s %M KB", sys.executable, "-m",
+               "ppsched.api.cli", "solve", str(profile), "-o", str(out)]
+    if case.layouts:
+        command += ["--layouts", case.layouts]
+    if case.compact:
+        command.append("--compact")
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    found = _TIME.findall(done.stderr)
+    assert found, done.stderr
+    user, system, kb = found[-1]
+    schedule = json.loads(out.read_text())
+    size = out.stat().st_size
+    out.unlink()
+    return {"cpu_s": float(user) + float(system), "rss_mb": int(kb) / 1024,
+            "json_mb": size / 1e6, "method": schedule["method"],
+            "cost": schedule["metrics"]["cost"],
+            "bound": schedule["metrics"]["lower_bound"]}
+
+
+def table(results: list[tuple[Case, dict]]) -> list[str]:
+    lines = ["| case | layouts | JSON | CPU s | peak RSS MB | JSON MB | method | cost | "
+             "lower bound | target |", "|---" * 10 + "|"]
+    for case, r in results:
+        lines.append(f"| {case.name} | {case.layouts or 'default'} | "
+                     f"{'compact' if case.compact else 'default'} | {r['cpu_s']:.2f} | "
+                     f"{r['rss_mb']:.0f} | {r['json_mb']:.2f} | {r['method']} | "
+                     f"{r['cost']:.2f} | {r['bound']:.2f} | {case.target} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--only", help="run the cases whose name contains this only "
+                        "(prints the table, writes nothing)")
+    args = parser.parse_args()
+    chosen = [c for c in cases() if args.only is None or args.only in c.name]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in chosen:
+            results.append((case, measure(case, Path(tmp))))
+            print(table(results[-1:])[-1], flush=True)
+    if args.only is not None:
+        return
+    text = "\n".join([
+        "# Scale: CPU time and peak memory of `ppsched solve` (issue 27)",
+        "",
+        f"Produced by `python -m benchmarks.scale` on {platform.machine()}, Python "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs; each row a fresh "
+        "subprocess, `/usr/bin/time -f \"%U+%S s %M KB\"` (user + system CPU, peak RSS). "
+        "Large rows: the 28.3B stage times at p, m and a memory limit in units of p * m_b, "
+        f"`--layouts {ALL_LAYOUTS}`; policy rows: gpt1.5b-p8-m24 at 0.5p (limit 4), with "
+        "offload at k = 0.5 or keep only (the CLI's CPU includes about 0.4 s of start-up "
+        "and imports). Cost and bound are the written schedule's (the simulator's).",
+        "",
+        *table(results),
+        "",
+        "Before (this branch's base, commit b4503a9; the same commands, measured once on "
+        "this machine, not by this run):",
+        "",
+        *before_table(),
+        "",
+        "Above `solver.heuristic.scale.FULL_SEARCH_OPS` (100,000 ops in a layout's order: "
+        "every row here but the policy ones, none of the public profiles) the V and loop "
+        "searches build the first raced greedy build and one lookahead candidate (V-Half, "
+        "window 16, reserve), the single-chunk search two warm-up families; the answers "
+        "of these rows are those of the full search. Not met: 10 s and 500 MB at 0.5p and "
+        "2 s at 1p for p=128, m=1024. What is left there is about 6 s for the "
+        "single-chunk search, 6-8 s for V (one lookahead build of 786,432 ops alone "
+        "takes 6 s), 3-5 s for loop2, and 4 s to simulate, validate and wrap the answer; "
+        "the policy search (0.5 s target) spends its time in the keep-only solves of its "
+        "relaxed problems and in the fitting's simulations.",
+        "",
+    ])
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "scale.md").write_text(text)
+    print(f"wrote {args.out / 'scale.md'}")
+
+
+if __name__ == "__main__":
+    main()
