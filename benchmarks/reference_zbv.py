@@ -142,7 +142,8 @@ def timed(problem: Problem, make: Any) -> dict[str, Any]:
     try:
         orders = make(problem)
     except (AssertionError, ValueError, IndexError, ZeroDivisionError) as exc:
-        return {"does_not_fit": f"{type(exc).__name__}: {exc}"[:160] or type(exc).__name__}
+        # ZB-V's asserts name (kind, chunk, stage, microbatch) of the op it could not place.
+        return {"does_not_fit": f"the reference stopped: {type(exc).__name__}: {exc}"[:160]}
     sim = simulate(problem, orders)
     if sim.metrics is None:
         return {"does_not_fit": "orders not timeable: " + str(sim.violations[:1])[:120],

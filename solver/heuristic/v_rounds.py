@@ -241,8 +241,7 @@ class _Build:
                 raise _Failed(failed)
             count_w[s] = j + 1
             orders[r].append(_new(Op, ("W", s, j)))
-            if idle[r] > most_idle[0]:
-                most_idle[0] = idle[r]
+            # (A W never waits: its B ran on this rank. The most idle rank stays.)
 
         def take(r: int, k: int, s: int) -> None:
             count = counts[k]
