@@ -92,8 +92,8 @@ def rounds_builds(problem: Problem, objective: str, race: Callable[[int], float]
                   ) -> Iterator[tuple[RoundsKnobs, Built | None]]:
     """`CANDIDATES` built in turn, each raced against ``race(i)`` (asked when its turn
     comes, so that it sees what the caller kept of the one before); None where a build
-    would make the same orders as the one before it (it never reached a decision they
-    make differently).
+    would make the first build's orders, or end as it did (it never reached a decision
+    they make differently).
 
     Each later build starts from the round in which the first made its first decision
     that build makes otherwise: the rounds before it are the same in both (at p=32,
@@ -106,13 +106,16 @@ def rounds_builds(problem: Problem, objective: str, race: Callable[[int], float]
     first, *others = CANDIDATES
     bound = race(0)
     build = _Build(problem, first, objective, bound, siblings=tuple(others))
-    yield first, build.run()
+    built = build.run()
+    yield first, built
     for i, (knobs, fork) in enumerate(zip(others, build.forks, strict=True), start=1):
         incumbent = race(i)
         if fork is not None:
             yield knobs, build.resumed(fork, knobs, objective, incumbent)
-        elif incumbent == bound:
-            yield knobs, None  # the same decisions against the same incumbent
+        elif not isinstance(built, str) or incumbent == bound:
+            # The first's decisions all through: its orders (at best a tie to them), or
+            # its end against the same incumbent.
+            yield knobs, None
         else:
             yield knobs, _Build(problem, knobs, objective, incumbent).run()
 
