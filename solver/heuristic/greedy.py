@@ -40,6 +40,7 @@ from ppsched.solver.heuristic.lookahead import CANDIDATES as LOOKAHEADS
 from ppsched.solver.heuristic.lookahead import LARGE_CANDIDATES as LARGE_LOOKAHEADS
 from ppsched.solver.heuristic.lookahead import Lookahead, later_stages_room, lookahead_timed
 from ppsched.solver.heuristic.scale import searched_in_full
+from ppsched.solver.heuristic.v_rounds import rounds_builds
 from ppsched.solver.model.lazy_orders import LazyOrders
 from ppsched.solver.model.ops import Op, Orders
 from ppsched.solver.model.problem import Problem
@@ -288,6 +289,7 @@ def _w_or_wait(problem: Problem, knobs: GreedyKnobs, g: _State, alike: list[floa
 
 FILL_CHOICES = (1.0, 0.5, 0.0)
 RACED_FIRST = "zb-v"
+ROUNDS_PREFERENCE = 300  # after the lookahead candidates (200+), before one at a time
 MEMORY_CAPS = (1.0, 0.875, 0.75)
 
 
@@ -296,26 +298,29 @@ def greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = T
     """The best order among the greedy's knob settings and the named schedules for this
     placement that fit the memory limit, by `objective` (``cost`` or ``makespan``).
 
-    Returns the orders, where they came from (``greedy``, a schedule's name, or a
-    lookahead candidate's) and their objective as the simulator timed them. One
-    candidate always fits: microbatches one after another through the whole pipeline
-    (`one_at_a_time`) holds only what any schedule must. With `lookahead` (and in V
-    placement where ZB-V does not fit), V-Half's and V-Min's orders list-scheduled with
-    a lookahead window are candidates too (`solver.lookahead`).
+    Returns the orders, where they came from (``greedy``, a schedule's name, a
+    lookahead candidate's or a rounds build's) and their objective as the simulator
+    timed them. One candidate always fits: microbatches one after another through the
+    whole pipeline (`one_at_a_time`) holds only what any schedule must. With `lookahead`
+    (and in V placement where ZB-V does not fit), V-Half's and V-Min's orders
+    list-scheduled with a lookahead window are candidates too (`solver.lookahead`). In
+    V placement the builds in rounds of the authors' ZB-V scheduler are (`v_rounds`).
 
     The named schedules are timed first, each generated only as far as its race reads it
-    (`solver.lazy_orders`): the best of them is the incumbent every greedy build races
-    against, and a losing build stops within its warm-up (issue 11: at p=32, m=256 the
-    ZB-V order wins at 1p, and the search took 5 s); a build that stopped before any
-    decision its fill could change stands for its fill siblings. The answer is the one the
-    candidates give in the order of preference below (the greedy's, then the named
-    schedules', the lookahead ones, then one at a time; a later one only when better by
-    `_EPS`): a
+    (`solver.lazy_orders`), then the rounds builds: the best of them is the incumbent
+    every greedy build races against, and a losing build stops within its warm-up (issue
+    11: at p=32, m=256 the ZB-V order wins at 1p, and the search took 5 s); a build that
+    stopped before any decision its fill could change stands for its fill siblings. The
+    answer is the one the candidates give in the order of preference below (the
+    greedy's, then the named schedules', the lookahead ones, the rounds builds, then one
+    at a time; a later one only when better by `_EPS`): a
     candidate stops only once it is worse than the best so far by more than that, so
     the answer is the one the whole search would give.
     """
     search = _VSearch(problem, objective)
     names = search.named()
+    if problem.placement == "v":
+        search.rounds()
     search.greedy_builds()
     if lookahead and RACED_FIRST in names \
             and not any(source == RACED_FIRST for *_, source in search.kept):
@@ -438,6 +443,20 @@ class _VSearch:
             built = self.build(knobs, 10 + capped.index(knobs))
             if not isinstance(built, str):
                 self.kept.append((10 + capped.index(knobs), built[1], built[0], "greedy"))
+
+    def rounds(self) -> None:
+        """The V builds in rounds (`solver.heuristic.v_rounds`: the rule of the Zero
+        Bubble authors' ZB-V scheduler), raced after the named schedules and before the
+        greedy's builds: where they win (1p-2p on the paper profiles) the greedy's builds
+        stop earlier against them. Preferred after every other candidate, so they change
+        an answer only where they are better. Their timing is the kernel's (any
+        microbatches), so a build's value is the simulator's."""
+        def race(i: int) -> float:
+            return self.incumbent(ROUNDS_PREFERENCE + i)
+
+        for i, (knobs, built) in enumerate(rounds_builds(self.problem, self.objective, race)):
+            if built is not None and not isinstance(built, str):
+                self.kept.append((ROUNDS_PREFERENCE + i, built[1], built[0], knobs.name))
 
     def lookaheads(self) -> None:
         """Below ZB-V's memory: the named V orders, list-scheduled with a lookahead

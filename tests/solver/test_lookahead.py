@@ -92,11 +92,13 @@ def test_where_zb_v_fits_no_lookahead_runs(monkeypatch: pytest.MonkeyPatch) -> N
         raise AssertionError("a lookahead candidate ran where ZB-V fits")
 
     monkeypatch.setattr("ppsched.solver.heuristic.greedy.lookahead_timed", refuse)
-    # At 1p and 2p the V search's answers are ZB-V and a greedy build, as before.
+    # At 1p and 2p the V search's answers are the builds in rounds (issue 27: the
+    # authors' ZB-V scheduler's 1185.15 and 1110.0; the named ZB-V gives 1188.4, the
+    # best greedy build 1126.25 at 2p).
     _, source, value = greedy_search(_v_cut("gpt1.5b-p8-m24", 8.0))
-    assert (source, value) == ("zb-v", pytest.approx(1188.4, abs=0.05))
+    assert (source, value) == ("v-rounds", pytest.approx(1185.15, abs=0.005))
     _, source, value = greedy_search(_v_cut("gpt1.5b-p8-m24", 16.0))
-    assert (source, value) == ("greedy", pytest.approx(1126.2, abs=0.05))
+    assert (source, value) == ("v-rounds", pytest.approx(1110.0, abs=0.005))
 
 
 def test_the_candidates_name_their_base_window_and_reserve() -> None:
