@@ -261,10 +261,12 @@ def test_layouts_parse_and_refuse() -> None:
 @pytest.mark.parametrize("name", ["gpt1.5b-p8-m24", "gpt6.2b-p8-m32"])
 def test_allowing_v_beats_one_chunk_at_1p(name: str) -> None:
     base = load_profile(f"profiles/{name}.json")
-    one = solve(base)
+    one = solve(base, layouts=parse_layouts("1"))
     best = solve(base, layouts=parse_layouts("1,v,loop2"))
     assert best.profile.num_chunks == 2 and best.profile.placement == "v"
     assert best.metrics.cost < one.metrics.cost
+    # The default considers the same layouts (issue 27), at 1p too.
+    assert solve(base).metrics.cost == best.metrics.cost
     assert max(best.metrics.peak_memory) <= 8.0 + 1e-9
 
 

@@ -195,7 +195,8 @@ def test_exact_bound_without_fb_is_not_a_lower_bound_when_overlap_below_one() ->
     from ppsched.solver.solving import ExactOptions, solve
 
     profile = parse_profile(_data(num_microbatches=2, t_comm=0.0))
-    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=10.0, workers=1))
+    schedule = solve(profile, "ilp", exact=ExactOptions(time_limit_s=10.0, workers=1),
+                     layouts=((1, None),))
     assert schedule.metrics is not None and schedule.solver is not None
     # The exact model proves its optimum over schedules without FB; FBs may beat it.
     assert schedule.metrics.lower_bound == fb_lower_bound(profile.problem)

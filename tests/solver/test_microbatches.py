@@ -141,7 +141,7 @@ def _unequal(p: int, m: int, seed: int) -> dict[str, Any]:
 def test_bound_holds_and_heuristic_is_valid_on_tiny_unequal_cases(seed: int) -> None:
     """Against the optimum of every order of each candidate numbering (exhaustive)."""
     profile = parse_profile(_unequal(2 if seed < 4 else 3, 2, seed))
-    schedule = solve(profile)
+    schedule = solve(profile, layouts=((1, None),))  # the exhaustive search's layout
     assert schedule.metrics is not None
     order = tuple(schedule.microbatch_order or range(2))
     optima = {o: _optimum(profile.problem.reordered(o)) for o in entry_orders(profile.problem)}
@@ -220,7 +220,7 @@ def test_exact_models_on_unequal_microbatches_against_the_fifo_optimum(
     # CP-SAT under a work limit (the optimum on any load); CBC has only wall time.
     budget = {"work_limit": 20} if backend == "cpsat" else {"time_limit_s": 20}
     schedule = solve(profile, "ilp", exact=ExactOptions(workers=1, seed=0, backend=backend,
-                                                        **budget))
+                                                        **budget), layouts=((1, None),))
     assert schedule.solver is not None and schedule.metrics is not None
     order = tuple(schedule.microbatch_order or range(3))
     problem = profile.problem.reordered(order)
@@ -230,7 +230,7 @@ def test_exact_models_on_unequal_microbatches_against_the_fifo_optimum(
     assert schedule.solver.bound <= fifo_best + 1e-9
     # Proven: exactly, or within the stated tolerance of scaling a zero-time op to a tick.
     assert schedule.solver.bound >= fifo_best * (1 - 1e-4)
-    heuristic = solve(profile)
+    heuristic = solve(profile, layouts=((1, None),))
     assert heuristic.metrics is not None
     assert schedule.metrics.cost <= heuristic.metrics.cost + 1e-9
 

@@ -127,7 +127,9 @@ def test_trace_has_one_event_per_op(name: str, method: str) -> None:
     for event, (r, op) in zip(complete, expected, strict=True):
         assert op.start is not None and op.end is not None
         assert event["tid"] == r
-        assert event["name"] == f"{op.kind}{op.microbatch}"
+        # A rank of several stages (the default solve may cut the model) names the stage.
+        assert event["name"] == op.op.cell(with_stage=schedule.profile.num_chunks > 1)
+        assert event["name"].startswith(f"{op.kind}{op.microbatch}")
         assert event["cat"] == op.kind
         assert event["ts"] == op.start * 1000
         assert event["dur"] == (op.end - op.start) * 1000
