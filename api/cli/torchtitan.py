@@ -20,10 +20,11 @@ from ppsched.solver.integrations import (
     recipe_json,
     recipe_toml,
     torchtitan_recipe,
+    torchtitan_stage_layers,
 )
-from ppsched.solver.model import ProfileError, load_profile
+from ppsched.solver.model import Profile, ProfileError, load_profile
 from ppsched.solver.render import dropped_note, render_torch_csv
-from ppsched.solver.solving import HEURISTIC, solve
+from ppsched.solver.solving import HEURISTIC, Layout, default_layouts, resolve_method, solve
 
 CSV_NAME = "schedule.csv"
 TOML_NAME = "torchtitan.toml"
@@ -65,7 +66,8 @@ def run_torchtitan(args: argparse.Namespace) -> int:
         raise ProfileError("--output", args.output, "an existing folder (create it or pass "
                            "--mkdir)")
     profile = with_memory_limit(load_profile(args.profile), args.memory_limit)
-    schedule = solve(profile, args.method, layouts=args.layouts)
+    schedule = solve(profile, args.method, layouts=args.layouts or _splittable(
+        profile, default_layouts(profile, resolve_method(args.method)), args.layers))
     recipe = torchtitan_recipe(schedule, layers=args.layers,
                                local_batch_size=args.local_batch_size)
     csv_path = str(folder / CSV_NAME)
@@ -82,3 +84,20 @@ def run_torchtitan(args: argparse.Namespace) -> int:
     if note:
         print(f"ppsched: note: {csv_path}: {note}")
     return 0
+
+
+def _splittable(profile: Profile, layouts: tuple[Layout, ...],
+                layers: int | None) -> tuple[Layout, ...]:
+    """Of the layouts the solver would consider, those torchtitan can split `layers`
+    transformer layers into (every stage gets one); all of them without ``--layers``.
+    None fitting: the first, whose refusal then names the layer count it needs."""
+    if layers is None or not layouts:
+        return layouts
+    kept = []
+    for chunks, placement in layouts:
+        try:
+            torchtitan_stage_layers(profile.num_ranks * chunks, layers)
+        except ProfileError:
+            continue
+        kept.append((chunks, placement))
+    return tuple(kept) or layouts[:1]

@@ -5,10 +5,12 @@ from ppsched.solver.integrations.torchtitan import (
     recipe_json,
     recipe_toml,
     torchtitan_recipe,
+    torchtitan_stage_layers,
 )
 
 __all__ = [
     "recipe_json",
     "recipe_toml",
     "torchtitan_recipe",
+    "torchtitan_stage_layers",
 ]

@@ -26,7 +26,7 @@ def _written(folder: Path) -> tuple[dict, dict, list]:
 def test_one_stage_per_rank_with_layers_and_batch(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["torchtitan", GPT, "--layers", "22", "--local-batch-size", "48",
-                 "-o", str(tmp_path)]) == 0
+                 "--layouts", "1", "-o", str(tmp_path)]) == 0
     toml, settings, orders = _written(tmp_path)
     csv = str(tmp_path / "schedule.csv")
     assert toml["parallelism"] == {
@@ -89,3 +89,16 @@ def test_bad_input_is_one_named_line(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_missing_folder_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["torchtitan", GPT, "-o", str(tmp_path / "no")]) == 2
     assert "invalid '--output'" in capsys.readouterr().err
+
+
+def test_the_default_layouts_are_those_torchtitan_can_split(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 22 layers split into 16 stages (the V cut wins at 1p), 12 layers do not (torchtitan
+    # gives every stage a layer): the solver then keeps one chunk per rank.
+    assert main(["torchtitan", GPT, "--layers", "22", "-o", str(tmp_path)]) == 0
+    toml, _, _ = _written(tmp_path)
+    assert toml["parallelism"]["pipeline_parallel_schedule"] == "ZBVZeroBubble"
+    assert main(["torchtitan", GPT, "--layers", "12", "-o", str(tmp_path)]) == 0
+    toml, _, orders = _written(tmp_path)
+    assert toml["parallelism"]["pipeline_parallel_schedule"] == "PipelineScheduleSingle"
+    assert {op.stage for op in orders[3]} == {3}

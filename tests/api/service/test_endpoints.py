@@ -69,13 +69,18 @@ def test_memory_limit_override(server: Server) -> None:
 
 def test_layouts_let_the_solver_cut_the_model(server: Server) -> None:
     # The paper's 1.5B configuration at 1F1B's memory: V placement beats one chunk.
-    one = post(server, {"profile": profile("gpt1.5b-p8-m24")}).json()
+    one = post(server, {"profile": profile("gpt1.5b-p8-m24"), "layouts": "1"}).json()
     best = post(server, {"profile": profile("gpt1.5b-p8-m24"), "layouts": "1,v"})
     assert best.status_code == 200, best.text
     body = best.json()
     assert body["profile"]["num_chunks"] == 2 and body["profile"]["placement"] == "v"
     assert body["metrics"]["cost"] < one["metrics"]["cost"]
     assert body["id"] != one["id"]  # the layouts are part of the content key
+    # The default considers every layout (issue 27): the same answer as "1,v" here.
+    default = post(server, {"profile": profile("gpt1.5b-p8-m24")}).json()
+    assert default["metrics"]["cost"] == body["metrics"]["cost"]
+    assert default["solver"]["layout"] == "v"
+    assert default["solver"]["layouts"] == ["1", "v", "loop2"]
     bad = post(server, {"profile": EASY, "layouts": "1,w"})
     assert_error(bad, 422, "layouts")
 

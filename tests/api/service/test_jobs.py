@@ -45,8 +45,9 @@ def test_request_over_the_sync_op_budget_becomes_a_job(start_server: Any) -> Non
     assert job["status"] == "done", job
     schedule = parse_schedule(server.client.get(job["links"]["schedule"]).json())
     assert schedule.method == "zb-h1"
-    small = profile_with(num_microbatches=4)  # 48 ops: answered at once
-    assert server.client.post("/v1/schedules", json={"profile": small}).status_code == 200
+    small = profile_with(num_microbatches=4)  # 48 ops on one chunk: answered at once
+    assert server.client.post("/v1/schedules", json={"profile": small, "layouts": "1"}
+                              ).status_code == 200
 
 
 def test_post_jobs_takes_any_method(server: Server) -> None:
@@ -151,13 +152,16 @@ def test_two_replicas_share_jobs_and_cancel_through_either(start_server: Any) ->
 
 
 def test_the_op_budget_counts_the_default_v_cut(start_server: Any) -> None:
-    # HARD is 3 * 8 * 24 = 576 ops as it is; below 1F1B's memory the heuristic also tries
-    # the V cut (1,152 more), so it is 1,728 ops: over a budget of 1,000, a job.
+    # HARD is 3 * 8 * 24 = 576 ops as it is; by default the heuristic also tries the V
+    # and loop2 cuts (1,152 more each), so it is 2,880 ops: over a budget of 1,000, a job,
+    # at any memory limit (issue 27: the layouts are considered at every level).
     server = start_server(max_sync_ops=1000)
     heuristic = server.client.post("/v1/schedules", json={"profile": HARD})
     assert heuristic.status_code == 202, heuristic.text
-    # Without the memory limit it tries no other layout: 576 ops, answered at once.
     free = server.client.post("/v1/schedules", json={"profile": {**HARD, "memory_limit": None}})
-    assert free.status_code == 200, free.text
+    assert free.status_code == 202, free.text
+    # One chunk alone: 576 ops, answered at once.
+    one = server.client.post("/v1/schedules", json={"profile": HARD, "layouts": "1"})
+    assert one.status_code == 200, one.text
     done = wait_for_job(server.client, heuristic.json()["id"], ("done", "failed"))
     assert done["status"] == "done", done
