@@ -99,8 +99,12 @@ def relaxation_first(problem: Problem, best: float, options: ExactOptions,
 
 
 def refine(profile: Profile, hint: Orders, objective: str, options: ExactOptions,
-           on_progress: ProgressFn | None = None) -> ExactResult:
+           on_progress: ProgressFn | None = None, deterministic_s: float | None = None,
+           ) -> ExactResult:
     """Run the chosen exact backend from `hint`; the result is never worse than it.
+
+    `deterministic_s`: CP-SAT's deterministic time for the CP-SAT backends instead of the
+    wall-time limit (with one worker and a seed, the answer repeats on any load).
 
     When the general lower bound already meets the hint's objective the hint is optimal
     over all schedules, and no backend runs.
@@ -130,18 +134,29 @@ def refine(profile: Profile, hint: Orders, objective: str, options: ExactOptions
     # The window search reads one duration per stage: alike microbatches only.
     if problem.uniform_microbatches and (
             options.lns or (options.lns is None and num_ops > LNS_MIN_OPS)):
-        from ppsched.solver.exact.lns import solve_lns
+        from ppsched.solver.exact.lns import WINDOW_SECONDS, solve_lns
 
+        windows = None if deterministic_s is None \
+            else max(1, int(deterministic_s / WINDOW_SECONDS))
         return solve_lns(problem, hint, objective=objective,
                          time_limit_s=options.time_limit_s, workers=options.workers,
-                         seed=options.seed or 0, on_progress=on_progress)
+                         seed=options.seed or 0, on_progress=on_progress,
+                         max_windows=windows)
+    from ppsched.solver.exact import multichunk  # OR-Tools only when asked for
+
+    if multichunk.applies(problem):  # V or loop where memory binds: whole model, windows
+        return multichunk.solve_multichunk(
+            problem, hint, objective=objective, time_limit_s=options.time_limit_s,
+            workers=options.workers, fifo=options.fifo, on_progress=on_progress,
+            seed=options.seed, deterministic_s=deterministic_s)
     from ppsched.solver.exact.cpsat import (
         solve_cpsat_phased,  # OR-Tools is imported only when asked for
     )
 
     return solve_cpsat_phased(problem, hint, objective=objective,
                               time_limit_s=options.time_limit_s, workers=options.workers,
-                              fifo=options.fifo, on_progress=on_progress, seed=options.seed)
+                              fifo=options.fifo, on_progress=on_progress, seed=options.seed,
+                              deterministic_s=deterministic_s)
 
 
 def _hint_the_models_cannot_hold(problem: Problem, hint: Orders, objective: str,
