@@ -24,6 +24,8 @@ from ppsched.solver.model.problem import Problem
 # gets the rest. The probes settle their bound early and the phases find most of what
 # the whole model finds in their first half (gpt1.5b-p8-m24 V at limits 4 and 6).
 MODEL_SHARE = 0.6
+# The wall-time limit under a deterministic budget: never reached.
+UNLIMITED_S = 1e9
 
 
 def applies(problem: Problem) -> bool:
@@ -47,6 +49,10 @@ def solve_multichunk(problem: Problem, hint: Orders, *, objective: str = "cost",
     """
     began = time.perf_counter()
     model_det = None if deterministic_s is None else MODEL_SHARE * deterministic_s
+    if deterministic_s is not None:
+        # The deterministic budget alone decides: no wall-time check may cut a phase or
+        # a probe short, or the answer would depend on the machine's load.
+        time_limit_s = UNLIMITED_S
     whole = solve_cpsat_phased(problem, hint, objective=objective,
                                time_limit_s=MODEL_SHARE * time_limit_s, workers=workers,
                                fifo=fifo, on_progress=on_progress, seed=seed,
