@@ -42,12 +42,13 @@ def test_never_worse_than_the_hint_and_repeats(chunks: int, placement: str) -> N
 @pytest.mark.parametrize(("limit", "cost_at_most", "bound_at_least"),
                          # The bounds the probes proved with this budget (over FIFO V
                          # orders); before, the V bound stayed at the work per rank 1101.6.
-                         [(6.0, 1347.75, 1180.8), (4.0, 1587.0, 1278.7)])
+                         [(6.0, 1347.75, 1180.8), (4.0, 1564.45, 1278.7)])
 def test_gpt15b_v_under_a_deterministic_budget(limit: float, cost_at_most: float,
                                                bound_at_least: float) -> None:
     """Issue 27 asks, at limit 6, for a cost <= 1343.1 with a gap <= 2% over V and
     one-chunk schedules, and at limit 4 a gap <= 5%. What this model reaches with 30
-    deterministic seconds is asserted here: never above the heuristic, and the probes'
+    deterministic seconds is asserted here: never above the heuristic (limit 4: 1564.45,
+    measured, from 1587.0), and the probes'
     bound (measured: refuted caps 1180.80 at limit 6 and 1278.75 at limit 4); the gap
     targets need a stronger V bound than the whole model's probes give."""
     problem = _cut("gpt1.5b-p8-m24", limit)
