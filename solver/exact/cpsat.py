@@ -15,7 +15,9 @@ import time
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
-from ppsched.solver.exact.cpsat_tight import add_order_literals, applies, memory_precedences
+from ppsched.solver.exact import cpsat_shared
+from ppsched.solver.exact.cpsat_tight import add_order_literals, memory_precedences
+from ppsched.solver.exact.cpsat_tight import applies as applies_one_chunk
 from ppsched.solver.exact.deadline_probes import Answer, rise_to_optimum
 from ppsched.solver.exact.frame import (
     ExactResult,
@@ -53,6 +55,12 @@ class Model:
     scaled: Scaled
 
 
+def applies(problem: Problem) -> bool:
+    """Whether the order literals apply (one chunk or several per rank): memory binding
+    below 1F1B's and a model small enough."""
+    return applies_one_chunk(problem) or cpsat_shared.applies(problem)
+
+
 def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
                 upper_ticks: int, objective: str = "cost", fifo: bool = True,
                 bound_cut: bool = True, tight: bool = False) -> Model:
@@ -68,7 +76,8 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
             first op, see `first_start_ticks`).
         bound_cut: add the memory-aware lower bound as a cut on the objective.
         tight: add the order literals, their exact memory rule and energy cuts
-            (`solver.cpsat_tight`; one chunk per rank), for limits below 1F1B's memory.
+            (`solver.cpsat_tight` for one chunk per rank, `solver.cpsat_shared` for
+            several), for limits below 1F1B's memory.
     """
     model = cp_model.CpModel()
     first = first_start_ticks(problem, scaled)
@@ -77,9 +86,12 @@ def build_model(problem: Problem, scaled: Scaled, hint_ticks: dict[Op, int],
     _memory(model, problem, scaled, start, end, tight)
     goal = _objective(model, problem, scaled, end, first, upper_ticks, objective, fifo,
                       bound_cut)
-    if tight:
+    if tight and problem.num_chunks == 1:
         add_order_literals(model, problem, scaled, start, goal, first, hint_ticks,
                            objective, fifo)
+    elif tight:  # several stages share a rank's memory (V, loop)
+        cpsat_shared.add_shared_order_literals(model, problem, scaled, start, goal, first,
+                                               hint_ticks, objective, fifo)
     model.minimize(goal)
     _hints(model, start, hint_ticks, goal, upper_ticks)
     return Model(model, start, goal, scaled)
@@ -271,8 +283,9 @@ def solve_cpsat(problem: Problem, hint: Orders, *, objective: str = "cost",
         workers: CP-SAT search workers (threads).
         fifo: restrict to microbatch order per op kind (the paper's formulation).
         on_progress: called with (seconds, objective, bound) when either improves.
-        tight: add the order literals of `solver.cpsat_tight`; None (default) adds them
-            where they apply (`solver.cpsat_tight.applies`: memory below 1F1B's).
+        tight: add the order literals of `solver.cpsat_tight` (one chunk per rank) or
+            `solver.cpsat_shared` (several); None (default) adds them where they apply
+            (`applies`: memory below 1F1B's).
         seed: CP-SAT's random seed.
         deterministic_s: stop after this much of CP-SAT's deterministic time (the work
             limit of `solver.exact.work_limit`: with `time_limit_s` infinite, a run repeats

@@ -179,6 +179,13 @@ def refine(profile: Profile, hint: Orders, objective: str, options: ExactOptions
                          time_limit_s=options.time_limit_s, workers=options.workers,
                          seed=options.seed or 0, on_progress=on_progress,
                          work_limit=options.work_limit)
+    from ppsched.solver.exact import multichunk  # OR-Tools only when asked for
+
+    if multichunk.applies(problem):  # V or loop where memory binds: whole model, windows
+        return multichunk.solve_multichunk(
+            problem, hint, objective=objective, time_limit_s=options.wall_limit_s,
+            workers=options.workers, fifo=options.fifo, on_progress=on_progress,
+            seed=options.seed, deterministic_s=options.work_limit)
     from ppsched.solver.exact.cpsat import (
         solve_cpsat_phased,  # OR-Tools is imported only when asked for
     )
