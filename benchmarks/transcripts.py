@@ -80,9 +80,12 @@ TRANSCRIPTS = (
     # The exact searches run on a work limit (CP-SAT's deterministic time): the same
     # figures on any load, but tens of seconds of CPU each, so the test leaves them.
     Transcript("ilp_12", "solve profiles/gpt1.5b-p8-m24.json --memory-limit 12 --method ilp "
-               "--work-limit 30", quick=False),
+               "--work-limit 30 --layouts 1", quick=False),
     Transcript("ilp_6", "solve profiles/gpt1.5b-p8-m24.json --memory-limit 6 --method ilp "
                "--work-limit 10 --layouts 1", quick=False),
+    # Every layout (the default): the V cut refined, the bound over all three layouts.
+    Transcript("ilp_6_layouts", "solve profiles/gpt1.5b-p8-m24.json --memory-limit 6 "
+               "--method ilp --work-limit 30", quick=False),
     Transcript("layouts_1p", "solve profiles/gpt1.5b-p8-m24.json --layouts 1,v,loop2 "
                "--svg docs/gpt1.5b-p8-m24-v.svg"),
     Transcript("torchtitan", "torchtitan profiles/gpt1.5b-p8-m24.json --layers 22 "
