@@ -16,8 +16,10 @@ from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.ops import Op
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.sim.simulator import memory_delta, simulate
+from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.pipeline import heuristic_orders
+
+from tests.solver.test_v_relaxation import _extensions
 
 
 def _v_case(m: int, seed: int, placement: str = "v", tightest: bool = False,
@@ -59,27 +61,9 @@ def _rank_orders(problem: Problem, rank: int, fifo: bool) -> Iterator[list[Op]]:
             for kind in ("F", "B", "W") if fifo else ("F",):
                 if j:
                     before[Op(kind, s, j)].append(Op(kind, s, j - 1))
-    ops = list(before)
-    order: list[Op] = []
-    placed: set[Op] = set()
-
-    def extend(held: float) -> Iterator[list[Op]]:
-        if len(order) == len(ops):
-            yield list(order)
-            return
-        for op in ops:
-            if op in placed or any(x not in placed for x in before[op]):
-                continue
-            now = held + memory_delta(problem, op)
-            if now > problem.memory_limit[rank] + 1e-9:
-                continue
-            order.append(op)
-            placed.add(op)
-            yield from extend(now)
-            order.pop()
-            placed.discard(op)
-
-    yield from extend(0.0)
+    # The orders the dependencies allow within the limit: the enumeration of the V
+    # relaxation's exhaustive tests.
+    yield from _extensions(list(before), before, problem, rank)
 
 
 def _optimum(problem: Problem, fifo: bool) -> float:
