@@ -455,7 +455,7 @@ class _VSearch:
             return self.incumbent(ROUNDS_PREFERENCE + i)
 
         for i, (knobs, built) in enumerate(rounds_builds(self.problem, self.objective, race)):
-            if built is not None and not isinstance(built, str):
+            if not isinstance(built, str):
                 self.kept.append((ROUNDS_PREFERENCE + i, built[1], built[0], knobs.name))
 
     def lookaheads(self) -> None:

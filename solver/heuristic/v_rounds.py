@@ -67,8 +67,8 @@ class RoundsKnobs:
             + ("" if self.fill_before_up_b else "-nb")
 
 
-# The builds the V search runs, the others resumed from the first where they part from
-# it (`rounds_builds`). On the paper profiles the first is the best of them at 2p, and at
+# The builds the V search runs (`rounds_builds`: a later one only where it parts from
+# the first). On the paper profiles the first is the best of them at 2p, and at
 # 1p up to p=16; the second at 1p for p=32 (by 0.05%), the third at 1.5p for p=8 (by
 # 0.3-0.7%). The fourth setting (neither) is never better than all three there.
 CANDIDATES = (RoundsKnobs(True, True), RoundsKnobs(False, True), RoundsKnobs(True, False))
@@ -89,35 +89,20 @@ def rounds_timed(problem: Problem, knobs: RoundsKnobs, objective: str = "cost",
 
 
 def rounds_builds(problem: Problem, objective: str, race: Callable[[int], float],
-                  ) -> Iterator[tuple[RoundsKnobs, Built | None]]:
+                  ) -> Iterator[tuple[RoundsKnobs, Built]]:
     """`CANDIDATES` built in turn, each raced against ``race(i)`` (asked when its turn
-    comes, so that it sees what the caller kept of the one before); None where a build
-    would make the first build's orders, or end as it did (it never reached a decision
-    they make differently).
+    comes, so that it sees what the caller kept of the one before).
 
-    Each later build starts from the round in which the first made its first decision
-    that build makes otherwise: the rounds before it are the same in both (at p=32,
-    m=256, 1p, over nine tenths of the ops).
+    Each is built whole: resuming a later build from the round where it parts from the
+    first, or skipping it where no decision seemed to differ, gave other orders than
+    the build made alone (property tests found both).
 
     Raises:
         ValueError: a problem not in V placement.
     """
     _check(problem)
-    first, *others = CANDIDATES
-    bound = race(0)
-    build = _Build(problem, first, objective, bound, siblings=tuple(others))
-    built = build.run()
-    yield first, built
-    for i, (knobs, fork) in enumerate(zip(others, build.forks, strict=True), start=1):
-        incumbent = race(i)
-        if fork is not None:
-            yield knobs, build.resumed(fork, knobs, objective, incumbent)
-        elif not isinstance(built, str) or incumbent == bound:
-            # The first's decisions all through: its orders (at best a tie to them), or
-            # its end against the same incumbent.
-            yield knobs, None
-        else:
-            yield knobs, _Build(problem, knobs, objective, incumbent).run()
+    for i, knobs in enumerate(CANDIDATES):
+        yield knobs, _Build(problem, knobs, objective, race(i)).run()
 
 
 def _check(problem: Problem) -> None:
@@ -129,31 +114,11 @@ class _Failed(Exception):
     """The build ends without orders: why (`DEADLOCK`, `OVER_THE_LIMIT`, `CANNOT_WIN`)."""
 
 
-@dataclass
-class _Checkpoint:
-    """A build's state at the start of a round (the kernel's too), to resume from."""
-
-    round: int
-    lengths: list[int]
-    counts: list[list[int]]
-    deferred: list[tuple[int, ...]]
-    most_idle: float
-    free: list[float]
-    first: list[float]
-    idle: list[float]
-    held: list[float]
-    least_first: float
-
-
 class _Build:
-    """The orders so far, the kernel that times them, and per rank its deferred Ws.
-
-    With `siblings` (other knobs), the build keeps the state of each round's start until
-    it makes a decision a sibling would make otherwise: that sibling's fork, the state at
-    that round's start (`forks`, None where no decision differed)."""
+    """The orders so far, the kernel that times them, and per rank its deferred Ws."""
 
     def __init__(self, problem: Problem, knobs: RoundsKnobs, objective: str,
-                 incumbent: float, siblings: tuple[RoundsKnobs, ...] = ()) -> None:
+                 incumbent: float) -> None:
         p, m = problem.num_ranks, problem.num_microbatches
         self.problem, self.p, self.m, self.S = problem, p, m, problem.num_stages
         self.knobs, self.objective = knobs, objective
@@ -163,19 +128,13 @@ class _Build:
         self.orders: Orders = [[] for _ in range(p)]
         self.deferred: list[deque[int]] = [deque() for _ in range(p)]  # W stages, by B
         self.most_idle = [0.0]  # the largest idle time of any rank so far
-        self.siblings = siblings
-        self.forks: list[_Checkpoint | None] = [None] * len(siblings)
-        self._start: _Checkpoint | None = None  # the current round's start (siblings)
         self.place, self.take = self._steps()
 
-    def run(self, resume_at: int | None = None) -> Built:
-        """The whole build, or (resumed) its rounds from `resume_at` on."""
+    def run(self) -> Built:
+        """The whole build."""
         try:
-            if resume_at is None:
-                self.warm_up()
-            for i in range(resume_at or 0, 2 * self.m):
-                if None in self.forks:
-                    self._start = self._checkpoint(i)
+            self.warm_up()
+            for _ in range(2 * self.m):
                 self.round()
             self.drain()
         except _Failed as failed:
@@ -208,12 +167,6 @@ class _Build:
                    [s not in (p - 1, S - 1) for s in range(S)])
         rank_of = self.problem.stage_to_rank
         fills = _fills(self.knobs, rank_of)
-        # Per kind and stage, the siblings that decide otherwise where rule 3's last part
-        # comes up.
-        others = [_fills(knobs, rank_of) for knobs in self.siblings]
-        differ = [[[i for i, other in enumerate(others) if other[k][s] != fills[k][s]]
-                   for s in range(S)] for k in range(2)]
-        forks = self.forks
 
         def place(r: int, k: int, s: int) -> None:
             count = counts[k]
@@ -224,7 +177,7 @@ class _Build:
             except TypeError:  # its input's end is None: not placed
                 raise _Failed(DEADLOCK) from None
             if failed is not None:
-                end_of[x] = None  # not in the orders (a resumed sibling reads these)
+                end_of[x] = None  # not in the orders
                 raise _Failed(failed)  # OVER_THE_LIMIT or CANNOT_WIN
             count[s] = j + 1
             orders[r].append(_new(Op, (_KINDS[k], s, j)))
@@ -268,9 +221,6 @@ class _Build:
                             break
                     # One more where the rank would idle longer than the most idle rank.
                     if waiting and at - free[r] > most_idle[0] - idle[r]:
-                        for i in differ[k][s]:
-                            if forks[i] is None:
-                                forks[i] = self._start
                         if fills[k][s]:
                             place_w(r, waiting)
             # `place`, inlined (a third of the calls of a build). Over the limit with no
@@ -379,37 +329,6 @@ class _Build:
         for r, waiting in enumerate(self.deferred):
             while waiting:
                 self.place(r, _W, waiting.popleft())
-
-    # Resuming a sibling.
-
-    def _checkpoint(self, i: int) -> _Checkpoint:
-        kernel = self.kernel
-        return _Checkpoint(i, [len(row) for row in self.orders],
-                           [c[:] for c in self.counts],
-                           [tuple(w) for w in self.deferred], self.most_idle[0],
-                           kernel.free[:], kernel.first[:], kernel.idle[:],
-                           kernel.held[:], kernel.least_first)
-
-    def resumed(self, start: _Checkpoint, knobs: RoundsKnobs, objective: str,
-                incumbent: float) -> Built:
-        """The build with `knobs` (a sibling), from its fork `start` on."""
-        other = _Build(self.problem, knobs, objective, incumbent)
-        kernel, m, S = other.kernel, self.m, self.S
-        end_of = kernel.end_of
-        end_of[:] = self.kernel.end_of
-        for r, n in enumerate(start.lengths):
-            row = self.orders[r]
-            other.orders[r].extend(row[:n])
-            for kind, s, j in row[n:]:  # placed after the fork: not yet
-                end_of[(_KINDS.index(kind) * S + s) * m + j] = None
-            other.deferred[r].extend(start.deferred[r])
-        for counts, saved in zip(other.counts, start.counts, strict=True):
-            counts[:] = saved
-        other.most_idle[0] = start.most_idle
-        kernel.free[:], kernel.first[:] = start.free, start.first
-        kernel.idle[:], kernel.held[:] = start.idle, start.held
-        kernel.least_first = start.least_first
-        return other.run(start.round)
 
 
 def _fills(knobs: RoundsKnobs, rank_of: tuple[int, ...]) -> tuple[list[bool], list[bool]]:

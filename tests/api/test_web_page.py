@@ -140,10 +140,14 @@ def test_page_solves_prefilled_profile_side_by_side(page: Any, server: str) -> N
     page.wait_for_selector("#result-a[data-state='done']")
     page.wait_for_selector("#result-b[data-state='done']")
 
-    # One Gantt chart per method, one rect per op: p*m each of F, B and W for the
-    # heuristic; F and fused BW for 1F1B.
+    # One Gantt chart per method, one rect per op: p*v*m each of F, B and W for the
+    # heuristic (which cuts the model in V here: v = 2); F and fused BW for 1F1B.
     p, m = profile["num_ranks"], profile["num_microbatches"]
-    assert len(page.query_selector_all("#result-a .chart svg rect.op")) == 3 * p * m
+    solved = page.request.get(page.get_attribute("#result-a [data-download='json']",
+                                                 "href")).json()
+    v = solved["profile"]["num_chunks"]
+    assert v == 2 and solved["solver"]["layout"] == "v"
+    assert len(page.query_selector_all("#result-a .chart svg rect.op")) == 3 * p * v * m
     assert len(page.query_selector_all("#result-b .chart svg rect.op")) == 2 * p * m
 
     heuristic = _figures(page.query_selector("#result-a"))
@@ -154,9 +158,9 @@ def test_page_solves_prefilled_profile_side_by_side(page: Any, server: str) -> N
         assert re.fullmatch(r"\d+\.\d\d%", figures["gap"]), figures
         assert len(figures["peak_memory"].split()) == p, figures
     # The README's figures for this profile: 1F1B's bubble 0.2430, the heuristic's
-    # 0.1588 at 1F1B's memory, peak memory p*m_b = 8 on rank 0.
+    # 0.0705 at 1F1B's memory (the V cut), peak memory p*m_b = 8 on rank 0.
     assert one_f_one_b["bubble_rate"] == "24.30%"
-    assert heuristic["bubble_rate"] == "15.88%"
+    assert heuristic["bubble_rate"] == "7.05%"
     assert float(one_f_one_b["peak_memory"].split()[0]) == 8
     assert float(heuristic["cost"]) < float(one_f_one_b["cost"])
     comparison = page.inner_text("#comparison")
@@ -239,9 +243,12 @@ def test_compared_charts_share_one_time_scale_in_a_full_width_view(page: Any) ->
                                                      "href")).json() for x in "ab"]
     ends = [max(op["end"] for rank in s["ranks"] for op in rank) for s in schedules]
     assert _svg_number(page, a, "data-time-max") == pytest.approx(max(ends))
-    # The same op (rank 0's first F, t_f long in both) has the same length in both charts.
+    # Rank 0's first F (t_f long in 1F1B, half of it in the heuristic's V cut) is drawn
+    # to the same scale in both charts: its width is its duration times px per unit.
     first = [page.query_selector(f"{x} rect.op") for x in (a, b)]
-    assert first[0].get_attribute("width") == first[1].get_attribute("width")
+    durations = [s["ranks"][0][0]["end"] - s["ranks"][0][0]["start"] for s in schedules]
+    widths = [float(f.get_attribute("width")) for f in first]
+    assert widths[0] / widths[1] == pytest.approx(durations[0] / durations[1], rel=1e-3)
     # The comparison is a larger view: the panels are stacked, each the results' width.
     results = page.query_selector("#results").bounding_box()
     boxes = [page.query_selector(f"#result-{x}").bounding_box() for x in "ab"]
@@ -255,10 +262,11 @@ def test_every_microbatch_label_is_drawn_and_the_time_axis_has_a_unit(page: Any)
     page.wait_for_selector("#result-a[data-state='done']")
     ops = page.query_selector_all("#result-a .chart svg rect.op")
     labels = page.query_selector_all("#result-a .chart svg text.label")
-    assert len(labels) == len(ops) == 3 * 8 * 24
+    stages = 16  # the default solve cuts the 8-rank profile in V at 1p (2 chunks a rank)
+    assert len(labels) == len(ops) == 3 * stages * 24
     texts = [label.text_content() for label in labels]
     assert {str(j) for j in range(24)} == set(texts)
-    assert sum(int(t) >= 10 for t in texts) == 3 * 8 * 14
+    assert sum(int(t) >= 10 for t in texts) == 3 * stages * 14
     # Each label is inside its bar (the chart scrolls sideways rather than clip them).
     sizes = {label.get_attribute("font-size") for label in labels}
     assert sizes <= {"8", "11"}, sizes
@@ -339,7 +347,8 @@ def test_unequal_microbatches_are_labelled_by_their_size(page: Any) -> None:
     big = order.index(0)  # the scheduled number of input microbatch 0
     chart = "#result-a .chart svg"
     rects = page.query_selector_all(f"{chart} rect.op[data-microbatch='{big}']")
-    assert len(rects) == 3 * 4
+    stages = schedule["profile"]["num_ranks"] * schedule["profile"]["num_chunks"]
+    assert len(rects) == 3 * stages
     assert {r.get_attribute("data-size") for r in rects} == {"2.4000"}
     others = page.query_selector_all(f"{chart} rect.op:not([data-microbatch='{big}'])")
     assert {r.get_attribute("data-size") for r in others} == {"0.8000"}
