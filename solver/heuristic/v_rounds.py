@@ -177,7 +177,6 @@ class _Build:
             except TypeError:  # its input's end is None: not placed
                 raise _Failed(DEADLOCK) from None
             if failed is not None:
-                end_of[x] = None  # not in the orders
                 raise _Failed(failed)  # OVER_THE_LIMIT or CANNOT_WIN
             count[s] = j + 1
             orders[r].append(_new(Op, (_KINDS[k], s, j)))
@@ -193,7 +192,6 @@ class _Build:
             x = w_base + s * m + j
             failed = step(r, x)
             if failed is not None:
-                end_of[x] = None
                 raise _Failed(failed)
             count_w[s] = j + 1
             orders[r].append(_new(Op, ("W", s, j)))
@@ -230,7 +228,6 @@ class _Build:
             except TypeError:
                 raise _Failed(DEADLOCK) from None
             if failed is not None:
-                end_of[x] = None
                 raise _Failed(failed)
             count[s] = j + 1
             orders[r].append(_new(Op, (_KINDS[k], s, j)))
