@@ -258,6 +258,12 @@ def policy_lower_bound(problem: Problem) -> float:
     return bound
 
 
+def clamped_to(bound: float, value: float) -> float:
+    """`bound`, or `value` where the bound exceeds it only by rounding (the bound's sums
+    run in another order than a timeline's)."""
+    return value if value < bound <= value * (1 + 1e-12) else bound
+
+
 def general_lower_bound(problem: Problem) -> float:
     """The bound the simulator reports as `lower_bound`: `lower_bound`, or with F and B
     overlapping (``overlap < 1``, DESIGN.md 6.4) `fb_lower_bound`, which also holds over

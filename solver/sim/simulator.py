@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ppsched.solver.model.bounds import general_lower_bound
+from ppsched.solver.model.bounds import clamped_to, general_lower_bound
 from ppsched.solver.model.errors import ScheduleInvalid, Violation
 from ppsched.solver.model.ops import KINDS, FBOp, Op
 from ppsched.solver.model.problem import Problem
@@ -352,7 +352,5 @@ def _metrics(problem: Problem, ranks: list[list[Op]], start: list[list[float | N
     bubble = max(0.0, (cost - max(busy)) / cost) if cost > 0 else 0.0
     idle = tuple(max(0.0, (sp - b) / sp) if sp > 0 else 0.0
                  for sp, b in zip(spans, busy, strict=True))
-    bound = general_lower_bound(problem)
-    if cost < bound <= cost * (1 + 1e-12):
-        bound = cost  # the bound's sums round differently from the timeline's
+    bound = clamped_to(general_lower_bound(problem), cost)
     return Metrics(cost, makespan, bubble, peak, bound, tuple(spans), busy, idle)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ppsched.solver.exact.frame import SCOPE_ALL
-from ppsched.solver.model.bounds import general_lower_bound
+from ppsched.solver.model.bounds import clamped_to, general_lower_bound
 from ppsched.solver.model.profile import Profile
 from ppsched.solver.model.schedule import Schedule
 from ppsched.solver.solving.layouts import layout_name
@@ -72,7 +72,7 @@ def apply_layout_bounds(schedule: Schedule, layouts: LayoutBounds,
     assert metrics is not None and info is not None
     winner = layout_of(schedule.profile)
     value = info.objective
-    general = _clamped(layouts.overall(), metrics.cost)
+    general = clamped_to(layouts.overall(), metrics.cost)
     metrics.lower_bound = general
     info.layout = winner
     info.layouts = list(layouts.bounds)
@@ -89,14 +89,8 @@ def apply_layout_bounds(schedule: Schedule, layouts: LayoutBounds,
             if others:
                 scope += f"; {SCOPE_ALL} of " + ("layout " if len(others) == 1
                                                   else "layouts ") + ", ".join(others)
-    info.bound = _clamped(bound, value)
+    info.bound = clamped_to(bound, value)
     info.gap = (value - info.bound) / value if value > 0 else 0.0
     info.bound_scope = scope
     if info.status == "optimal" and info.bound < value - _TOLERANCE * max(1.0, value):
         info.status = "feasible"  # proven within its layout; another may still beat it
-
-
-def _clamped(bound: float, value: float) -> float:
-    """`bound`, or `value` where the bound exceeds it only by rounding (its sums run in
-    another order than the timeline's)."""
-    return value if value < bound <= value * (1 + 1e-12) else bound
