@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from ppsched.solver import solve
 from ppsched.solver.exact.frame import SCOPE_ALL
-from ppsched.solver.model.profile import Profile, load_profile, parse_profile
+from ppsched.solver.model.profile import Profile, load_profile
 from ppsched.solver.solving import ExactOptions, parse_layouts
+
+from benchmarks.layout_search import at_multiple
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = sorted((ROOT / "profiles").glob("*.json"))
@@ -24,15 +26,8 @@ TOL = 1e-9
 
 
 def _at(path: Path, multiple: float) -> Profile:
-    """The profile at `multiple` of its limit (of 1F1B's p * max(m_b) where it has none)."""
-    base = load_profile(path)
-    data = base.model_dump()
-    limit = data["memory_limit"]
-    if limit is None:
-        limit = base.num_ranks * max(base.problem.m_b)
-    data["memory_limit"] = [x * multiple for x in limit] if isinstance(limit, list) \
-        else limit * multiple
-    return parse_profile(data)
+    """The profile at `multiple` of its limit, as the layout benchmark cuts it."""
+    return at_multiple(load_profile(path), multiple)
 
 
 @pytest.mark.parametrize("multiple", [0.75, 1.0, 2.0])
