@@ -12,7 +12,7 @@ RUN_VENV := .venv-run
 RUN_STAMP := $(RUN_VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run example test lint bench clean chromium postgres
+.PHONY: run example test lint bench clean chromium postgres docs check-docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	# torch==2.13.0 is the local CPU build (any other spec pulls the CUDA wheels); first,
 	# so that the `torch` extra's range is already met by it.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[service,test,sweep,torch]'
+	$(BIN)/python -m pip install --quiet -e '.[service,test,sweep,torch,docs]'
 	touch $(STAMP)
 
 # What serving needs, and nothing else: no torch, no test or sweep tools.
@@ -47,6 +47,17 @@ example: $(RUN_STAMP)
 .mypy-src/ppsched:
 	mkdir -p $@
 	for pkg in solver api runtime_adapter; do ln -sfn ../../$$pkg $@/$$pkg; done
+
+# The documentation site (docs/, mkdocs.yml) at http://$(HOST):8001; `check-docs` exits
+# non-zero on any figure not tied to its source, any result block or result file that is
+# stale, and any broken link of the site.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(HOST):8001
+
+check-docs: $(STAMP)
+	$(BIN)/python -m benchmarks.readme --check
+	$(BIN)/python -m benchmarks.figures --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $$(mktemp -d)
 
 lint: $(STAMP) .mypy-src/ppsched
 	$(BIN)/ruff check solver api runtime_adapter benchmarks tests

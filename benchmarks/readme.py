@@ -1,13 +1,14 @@
-"""Rewrite the README's result blocks from `benchmarks/results/`.
+"""Rewrite the docs' result blocks (README.md and docs/**/*.md) from `benchmarks/results/`.
 
-A README block between ``<!-- BEGIN results/NAME.md -->`` and ``<!-- END results/NAME.md
+A block between ``<!-- BEGIN results/NAME.md -->`` and ``<!-- END results/NAME.md
 -->`` holds exactly the content of ``benchmarks/results/NAME.md``, the file the benchmark
 command wrote. Run it after a benchmark::
 
-    python -m benchmarks.readme          # rewrite the blocks in README.md
+    python -m benchmarks.readme          # rewrite the blocks of every page
     python -m benchmarks.readme --check  # exit 1 naming every stale block, change nothing
 
-`tests/test_readme_results.py` fails while a block and its file differ.
+`tests/test_readme_results.py` fails while a block and its file differ, and the docs
+site's build (`benchmarks/mkdocs_hooks.py`) refuses a page whose block differs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ RESULTS = ROOT / "benchmarks" / "results"
 _MARKER = re.compile(r"^<!-- (BEGIN|END) results/([A-Za-z0-9_.-]+\.md) -->$", re.MULTILINE)
 
 log = logging.getLogger(__name__)
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The documents: the README and every page of the docs site."""
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
 
 
 class ReadmeError(ValueError):
@@ -108,32 +114,39 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="change nothing; exit 1 naming each block that differs")
-    parser.add_argument("--readme", type=Path, default=README, help=argparse.SUPPRESS)
+    parser.add_argument("--readme", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--results", type=Path, default=RESULTS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    text = args.readme.read_text()
+    worst = 0
+    for path in [args.readme] if args.readme else pages():
+        worst = max(worst, _one_page(path, args.results, check=args.check))
+    return worst
+
+
+def _one_page(path: Path, results: Path, *, check: bool) -> int:
+    text = path.read_text()
     try:
-        if args.check:
-            old = stale(text, args.results)
+        if check:
+            old = stale(text, results)
             for block in old:
-                log.error("README line %d: the block results/%s differs from %s", block.line,
-                          block.name, args.results / block.name)
+                log.error("%s line %d: the block results/%s differs from %s", path.name,
+                          block.line, block.name, results / block.name)
             return 1 if old else 0
-        new = render(text, args.results)
+        new = render(text, results)
     except ReadmeError as exc:
-        log.error("error: %s", exc)
+        log.error("error: %s: %s", path.name, exc)
         return 2
     if new != text:
-        fd, tmp = tempfile.mkstemp(dir=args.readme.parent, prefix=".README.")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(fd, "w") as handle:
             handle.write(new)
-        os.chmod(tmp, args.readme.stat().st_mode & 0o777)
-        os.replace(tmp, args.readme)
-    log.info("%s: %d result blocks, %s", args.readme.name, len(blocks(new)),
-             "rewritten" if new != text else "already up to date")
+        os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    if blocks(new) or new != text:
+        log.info("%s: %d result blocks, %s", path.name, len(blocks(new)),
+                 "rewritten" if new != text else "already up to date")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
