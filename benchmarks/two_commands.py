@@ -1,0 +1,146 @@
+"""Time the README's two commands on a fresh clone: `make run` until the service answers,
+and CI's `make test` (`.ci/run`) to its end.
+
+    python -m benchmarks.two_commands            # clone HEAD into a temporary folder
+    python -m benchmarks.two_commands --keep DIR # clone into DIR and leave it there
+
+Each command builds its virtual environment from nothing, as on a new machine; the apt
+packages (Debian's Chromium and PostgreSQL) are installed by `make test` only when missing,
+so the file says whether they were already there. Writes
+``benchmarks/results/two_commands.md``. The times are wall time on a shared machine: the
+header records the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from benchmarks.result_header import result_header
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "two_commands.md"
+# The code whose change can move these times: what the commands install and run.
+MEASURES = ("Makefile", "pyproject.toml", ".ci/run", "benchmarks/two_commands.py")
+READY_WITHIN_S = 1800.0  # a venv build on a loaded machine; past this the run is a failure
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Timed:
+    command: str
+    wall_s: float
+    outcome: str
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _clone(into: Path) -> Path:
+    repo = into / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    shared = ROOT.parent / "shared"
+    if shared.is_dir() and not (into / "shared").exists():
+        # The tests read the project's shared folder beside the checkout, as CI has it.
+        (into / "shared").symlink_to(shared)
+    return repo
+
+
+def time_make_run(repo: Path) -> Timed:
+    """`make run` from nothing until GET /healthz answers 200; then stop it."""
+    port = _free_port()
+    started = time.monotonic()
+    proc = subprocess.Popen(["make", "run", f"PORT={port}"], cwd=repo, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while True:
+            if proc.poll() is not None:
+                return Timed("make run", time.monotonic() - started,
+                             f"exited {proc.returncode} before answering: "
+                             f"{(proc.stderr.read() if proc.stderr else '')[-300:]!r}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
+                    return Timed("make run", time.monotonic() - started,
+                                 "the service answered /healthz")
+            except httpx.HTTPError:
+                pass  # not listening yet: the venv is still being built
+            if time.monotonic() - started > READY_WITHIN_S:
+                return Timed("make run", time.monotonic() - started, "never answered")
+            time.sleep(1.0)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def time_make_test(repo: Path) -> Timed:
+    """CI's run: `.ci/run` (`make test` with torch and PostgreSQL required)."""
+    started = time.monotonic()
+    done = subprocess.run(["bash", ".ci/run"], cwd=repo, env={**os.environ, "CI": "true"},
+                          capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    summary = [line for line in done.stdout.splitlines()
+               if re.search(r"\d+ (passed|failed)", line)]
+    outcome = f"exit {done.returncode}" + (f": {summary[-1].strip('= ')}" if summary else "")
+    if done.returncode != 0:
+        log.error("%s", done.stdout[-5000:] + done.stderr[-3000:])
+    return Timed("make test", wall, outcome)
+
+
+def apt_packages() -> dict[str, bool]:
+    """Whether each Debian package `make test` installs when missing is already here."""
+    return {"chromium": Path("/usr/bin/chromium").exists(),
+            "postgresql": any(Path("/usr/lib/postgresql").glob("*/bin/initdb"))}
+
+
+def write(rows: list[Timed], command: str, apt_before: dict[str, bool]) -> None:
+    apt = ", ".join(f"{name} {'already installed' if present else 'installed by the run'}"
+                    for name, present in apt_before.items())
+    lines = result_header(command, budget="wall")
+    lines += [f"A fresh clone of this checkout; each command builds its own virtual "
+              f"environment from nothing. Debian packages: {apt}.", "",
+              "| command | wall time (s) | outcome |", "|---|---|---|"]
+    lines += [f"| {row.command} | {row.wall_s:.0f} | {row.outcome} |" for row in rows]
+    OUT.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.two_commands",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="clone into this folder and keep it")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    apt_before = apt_packages()
+    into = args.keep or Path(tempfile.mkdtemp(prefix="ppsched-two-commands-"))
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        repo = _clone(into)
+        rows = [time_make_run(repo), time_make_test(repo)]
+    finally:
+        if args.keep is None:
+            shutil.rmtree(into, ignore_errors=True)
+    for row in rows:
+        log.info("%s: %.0f s, %s", row.command, row.wall_s, row.outcome)
+    write(rows, "python -m benchmarks.two_commands", apt_before)
+    return 0 if rows[-1].outcome.startswith("exit 0") and "answered" in rows[0].outcome \
+        else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
