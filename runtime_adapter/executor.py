@@ -186,9 +186,9 @@ class PipelineExecutor:
         """Learn every boundary's layout (tensors, shapes, dtypes), in stage order (once
         per executor).
 
-        Each stage runs one no-grad forward on zeros of its input's layout and passes its
-        output's layout on (its length, then the layout); a chain in stage order cannot
-        deadlock.
+        Each stage runs one no-grad forward on zeros of its input's layout (with the random
+        state forked, so it draws no number of the user's) and passes its output's layout
+        on (its length, then the layout); a chain in stage order cannot deadlock.
         """
         plan, deadline = self.plan, time.monotonic() + self.timeout_s
         layout: Layout | None = None
@@ -214,7 +214,12 @@ class PipelineExecutor:
                 layout = decode_layout(data)
             assert layout is not None, "stage s-1 ran on this rank just before"
             self._in_meta[s] = layout
-            with torch.no_grad(), self.runners[s].autocast():
+            # The layout probe must leave the user's random state as it found it: a
+            # dropout in the probe would otherwise draw the numbers the first step's masks
+            # are seeded with, and step one would differ from the seeded model.
+            cuda = self.device.type == "cuda"
+            with torch.random.fork_rng(devices=[self.device] if cuda else []), \
+                    torch.no_grad(), self.runners[s].autocast():
                 zeros = [torch.zeros(shape, dtype=dtype, device=self.device)
                          for shape, dtype in layout.metas]
                 out = call(self.runners[s].module, unflatten(layout, zeros))

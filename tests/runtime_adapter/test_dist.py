@@ -141,3 +141,12 @@ def test_loss_scaling_unscales_exactly_and_skips_overflowing_steps_on_every_rank
         assert history[-1][1] and history[-1][2] and figures["moved"], history
         assert all(b[0] == a[0] / 2 for a, b in itertools.pairwise(history)), history
     assert per_rank[0]["history"] == per_rank[1]["history"]  # both ranks alike
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("engine", ["ppsched", "torch"])
+def test_the_first_step_draws_the_seeded_dropout_masks(engine: str) -> None:
+    # The ppsched engine's one-time layout probe used to run a dropout forward and shift
+    # every mask of step one (gradients up to 110% off); from step two it matched.
+    errors = launch_local(workers.first_step_dropout, 2, engine, "1f1b", timeout_s=300)
+    assert max(errors) <= 1e-5, errors

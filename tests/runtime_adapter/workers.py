@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from ppsched.runtime_adapter.comm import PipelineTimeout
+from ppsched.runtime_adapter.engines import make_engine
 from ppsched.runtime_adapter.executor import PipelineExecutor
 from ppsched.runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
 from ppsched.runtime_adapter.model import example_batch, mlp_stages, mse_loss
@@ -388,3 +389,30 @@ def assert_equals_unpipelined(per_rank: list[dict[str, float]], tolerance: float
         assert figures["param"] <= tolerance, (rank, figures)
         assert figures["held"] == 0, f"rank {rank} still holds stashed microbatches"
     assert sum(f["has_loss"] for f in per_rank) == 1
+
+
+def first_step_dropout(rank: int, world: int, engine: str, method: str) -> float:
+    """The largest relative gradient error of the FIRST step, seeded, of a model whose
+    last stage ends in a dropout, against the unpipelined model run from the same seed.
+
+    Only the last stage draws random numbers, and its forwards run in microbatch order on
+    every schedule, so the pipeline draws the unpipelined model's masks exactly when
+    nothing else (the engine's one-time setup included) consumes the seeded state.
+    """
+    m, seed = 4, 11
+    schedule = build_schedule(method, world, m)
+    num_stages = schedule.profile.problem.num_stages
+    stages: list[nn.Module] = list(mlp_stages(num_stages, hidden=HIDDEN, layers_per_stage=1,
+                                              seed=7))
+    stages[-1] = nn.Sequential(stages[-1], nn.Dropout(0.5))
+    inputs, targets = example_batch(m, hidden=HIDDEN, seed=3)
+    reference = nn.Sequential(*copy.deepcopy(stages))
+    torch.manual_seed(seed)
+    ref_loss = sum(mse_loss(reference(x), y) for x, y in zip(inputs, targets, strict=True)) / m
+    ref_loss.backward()
+    mine = {s: copy.deepcopy(stages[s]) for s in schedule.profile.problem.rank_to_stages[rank]}
+    runner = make_engine(engine, schedule, mine, mse_loss)
+    torch.manual_seed(seed)  # as a user seeds the step: after building the engine
+    runner.run(inputs, targets)
+    return max(_rel(p.grad, q.grad) for s in mine
+               for p, q in zip(mine[s].parameters(), reference[s].parameters(), strict=True))
