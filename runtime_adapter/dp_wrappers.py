@@ -23,7 +23,8 @@ would each reduce it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import overload
 
 import torch.distributed as dist
 from torch import nn
@@ -43,13 +44,31 @@ def shared_parameters(stages: Mapping[int, nn.Module]) -> list[str]:
             for where in holders.values() if len({s for s, _ in where}) > 1]
 
 
+@overload
 def fully_shard_stages(stages: Mapping[int, nn.Module],
-                       mesh: DeviceMesh) -> dict[int, nn.Module]:
+                       mesh: DeviceMesh) -> dict[int, nn.Module]: ...
+
+
+@overload
+def fully_shard_stages(stages: Mapping[int, nn.Module], mesh: DeviceMesh, *,
+                       tied: Sequence[nn.Parameter],
+                       ) -> tuple[dict[int, nn.Module], list[nn.Parameter]]: ...
+
+
+def fully_shard_stages(stages: Mapping[int, nn.Module], mesh: DeviceMesh, *,
+                       tied: Sequence[nn.Parameter] | None = None,
+                       ) -> dict[int, nn.Module] | tuple[dict[int, nn.Module],
+                                                         list[nn.Parameter]]:
     """This rank's stages, each made an FSDP2 module over `mesh` (in place), for
-    ``engine="torch"``.
+    ``engine="torch"``; with `tied`, also the tied parameters to pass to the engine.
+
+    ``fully_shard`` replaces every parameter by a new DTensor one: a tied weight taken
+    before it is a stale tensor no stage uses, so pass the weights taken before and use
+    the ones returned (the same names, now sharded).
 
     Raises:
-        ValueError: a parameter shared by two of the stages (see the module's docstring).
+        ValueError: a parameter shared by two of the stages (see the module's docstring),
+            or a `tied` entry that is not a parameter of the stages.
     """
     shared = shared_parameters(stages)
     if shared:
@@ -59,9 +78,19 @@ def fully_shard_stages(stages: Mapping[int, nn.Module],
             "gradient between them; expected no parameter shared between the stages of a "
             "rank (a placement with the tied stages on different ranks, and tied=), or "
             "unwrapped stages with dp_group=")
+    where = {id(p): (s, name) for s, module in stages.items()
+             for name, p in module.named_parameters()}
+    for i, p in enumerate(tied or ()):
+        if id(p) not in where:
+            raise ValueError(f"invalid 'tied': tied[{i}] (shape {list(p.shape)}) is not a "
+                             f"parameter of the stages {sorted(stages)}; expected one of "
+                             "their parameters, taken before sharding")
+    names = [where[id(p)] for p in tied or ()]
     for module in stages.values():
         fully_shard(module, mesh=mesh)
-    return dict(stages)
+    if tied is None:
+        return dict(stages)
+    return dict(stages), [stages[s].get_parameter(name) for s, name in names]
 
 
 def _inner_wrappers(module: nn.Module) -> list[str]:

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter import ties
 from ppsched.runtime_adapter.comm import (
     PipelinePeerLost,
     PipelineTimeout,
@@ -95,19 +96,24 @@ class PipelineExecutor:
             nothing: it is one parameter object, and autograd accumulates both uses.
         autocast_dtype: run every F under ``torch.autocast`` with this dtype (e.g.
             ``torch.bfloat16``); parameters and gradients stay in their own dtype.
+        check_grads: debug mode: after each step, raise `ties.MissingGradients` naming
+            every parameter that requires grad and was left without a gradient.
 
     Raises:
         ScheduleMismatch: on every rank, when any rank's stages, the world size or the
             orders do not match the schedule; found before any point-to-point traffic.
         ValueError: an FSDP2 stage, or DDP stages that do not agree with each other or
-            with `dp_group` (`runtime_adapter.dp_wrappers.unwrap_for_ppsched`).
+            with `dp_group` (`runtime_adapter.dp_wrappers.unwrap_for_ppsched`); a tied
+            parameter that is not one of the stages' or differs in shape across its group
+            (`runtime_adapter.ties.checked_ties`).
     """
 
     def __init__(self, schedule: Schedule | dict[str, Any], stages: Mapping[int, nn.Module],
                  loss_fn: LossFn, *, group: dist.ProcessGroup | None = None,
                  timeout_s: float = 60.0, dp_group: dist.ProcessGroup | None = None,
                  tied: Sequence[tuple[nn.Parameter, dist.ProcessGroup]] = (),
-                 autocast_dtype: torch.dtype | None = None) -> None:
+                 autocast_dtype: torch.dtype | None = None, check_grads: bool = False,
+                 ) -> None:
         self.schedule = schedule if isinstance(schedule, Schedule) else parse_schedule(schedule)
         # A DDP stage runs unwrapped, reduced over its group by us (its hooks would not
         # fire); FSDP2 is refused (see runtime_adapter.dp_wrappers).
@@ -132,7 +138,8 @@ class PipelineExecutor:
                                        num_microbatches=m, autocast_dtype=autocast_dtype)
                         for s in self.plan.stages}
         self.dp_group = dp_group
-        self.tied = list(tied)
+        self.tied = ties.checked_ties(tied, stages)
+        self.check_grads = check_grads
         self._reduce_after = self._reduction_points()
         self._in_meta: dict[int, Layout] = {}
         self._out_meta: dict[int, Layout] = {}
@@ -261,6 +268,7 @@ class PipelineExecutor:
         Raises:
             ValueError: missing or wrongly sized microbatches or targets.
             PipelineTimeout: a wait took longer than ``timeout_s``.
+            MissingGradients: with ``check_grads``, a parameter left without a gradient.
         """
         inputs, labels = self._step_inputs(microbatches, targets)
         if not self._in_meta:
@@ -271,6 +279,8 @@ class PipelineExecutor:
         state = _StepState()
         records, reducing = self._walk_ops(state, inputs, labels, record=record, sync=sync)
         self._drain(state, reducing, sync=sync)
+        if self.check_grads:
+            ties.check_grads({s: r.module for s, r in self.runners.items()}, self.rank)
         return StepResult(self._step_loss(), records)
 
     # The step's phases.

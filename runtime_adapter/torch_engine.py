@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter import ties
 from ppsched.runtime_adapter.dp_wrappers import check_for_torch
 from ppsched.runtime_adapter.executor import StepResult
 from ppsched.runtime_adapter.stage import LossFn
@@ -103,6 +104,9 @@ class TorchPipelineEngine:
             the ranks holding one: their gradients are summed over it after the step.
         autocast_dtype: run every forward and the loss under ``torch.autocast`` with this
             dtype; parameters and gradients keep their own dtype.
+        check_grads: debug mode: after each step, raise `ties.MissingGradients` naming
+            every parameter that requires grad and was left without a gradient (torch's
+            split backward can skip one; see issue 30's torchtitan case).
 
     Raises:
         ValueError: recompute/offload ops in the schedule, stages that are not this
@@ -113,7 +117,8 @@ class TorchPipelineEngine:
                  loss_fn: LossFn, *, group: dist.ProcessGroup | None = None,
                  dp_group: dist.ProcessGroup | None = None,
                  tied: Sequence[tuple[nn.Parameter, dist.ProcessGroup]] = (),
-                 autocast_dtype: torch.dtype | None = None) -> None:
+                 autocast_dtype: torch.dtype | None = None, check_grads: bool = False,
+                 ) -> None:
         self.schedule = schedule if isinstance(schedule, Schedule) else parse_schedule(schedule)
         problem = self.schedule.profile.problem
         note = dropped_note(self.schedule)
@@ -131,7 +136,9 @@ class TorchPipelineEngine:
         self.m = self.schedule.profile.num_microbatches
         self.stages = dict(stages)
         self.dp_group = dp_group
-        self.tied = list(tied)
+        self.tied = ties.checked_ties(tied, stages)
+        self.check_grads = check_grads
+        self.rank = rank
         first = next((p for mod in stages.values() for p in mod.parameters()), None)
         device = first.device if first is not None else torch.device("cpu")
         if isinstance(first, DTensor):
@@ -194,6 +201,8 @@ class TorchPipelineEngine:
         self._runtime.step(*args, target=target, losses=losses, return_outputs=False)
         if sync:
             self._reduce()
+        if self.check_grads:
+            ties.check_grads(self.stages, self.rank)
         loss = float(sum(x.detach().double() for x in losses)) if has_last else None
         return StepResult(loss)
 

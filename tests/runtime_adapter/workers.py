@@ -416,3 +416,72 @@ def first_step_dropout(rank: int, world: int, engine: str, method: str) -> float
     runner.run(inputs, targets)
     return max(_rel(p.grad, q.grad) for s in mine
                for p, q in zip(mine[s].parameters(), reference[s].parameters(), strict=True))
+
+
+class _WithUnused(nn.Module):
+    """A stage holding a trained parameter its forward never uses (the shape of a weight
+    a runtime leaves without a gradient)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.unused = nn.Parameter(torch.ones(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def tied_misuse(rank: int, world: int, engine: str, case: str) -> str:
+    """The error `engine` raises for a misuse of ``tied=`` ("" if none): a parameter of no
+    stage (``foreign``), a tie whose members differ in shape (``shape``), or a stage
+    parameter left without a gradient under ``check_grads`` (``no-grad``)."""
+    schedule = build_schedule("1f1b", world, 4)
+    stages = mlp_stages(world, hidden=HIDDEN, layers_per_stage=1, seed=7)
+    mine: dict[int, nn.Module] = {rank: stages[rank]}
+    params = list(mine[rank].parameters())
+    group = dist.group.WORLD
+    tied: list[tuple[nn.Parameter, Any]] = []
+    options: dict[str, Any] = {}
+    if case == "foreign":
+        tied = [(nn.Parameter(torch.zeros(3)), group)]
+    elif case == "shape":
+        tied = [(params[2] if rank == 0 else params[3], group)]  # a weight and a bias
+    elif case == "no-grad":
+        mine = {rank: _WithUnused(stages[rank])}
+        options["check_grads"] = True
+    try:
+        runner = make_engine(engine, schedule, mine, mse_loss, tied=tied, **options)
+        inputs, targets = example_batch(4, hidden=HIDDEN, seed=3)
+        runner.run(inputs, targets)
+    except (ValueError, RuntimeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def tied_before_fully_shard(rank: int, world: int) -> tuple[str, bool]:
+    """FSDP2 stages on a mesh of both ranks (one pipeline rank each): the error for a tied
+    weight taken before `fully_shard_stages`, and whether the weight it returns with
+    ``tied=`` is the sharded stage's own parameter, accepted by the engine. (The sums of a
+    real tie, across pipeline ranks, are checked by the grid's FSDP2 cases.)"""
+    from ppsched.runtime_adapter.dp_wrappers import fully_shard_stages
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor
+
+    pp_groups = [dist.new_group([r]) for r in range(world)]
+    schedule = build_schedule("1f1b", 1, 4)
+    mesh = DeviceMesh.from_group(dist.group.WORLD, "cpu")
+    stale = mlp_stages(1, hidden=HIDDEN, layers_per_stage=1, seed=7)
+    before = next(stale[0].parameters())
+    fully_shard_stages({0: stale[0]}, mesh)
+    try:
+        make_engine("torch", schedule, {0: stale[0]}, mse_loss, group=pp_groups[rank],
+                    tied=[(before, pp_groups[rank])])
+        refused = ""
+    except ValueError as exc:
+        refused = str(exc)
+    fresh = mlp_stages(1, hidden=HIDDEN, layers_per_stage=1, seed=7)
+    sharded, (weight,) = fully_shard_stages({0: fresh[0]}, mesh,
+                                            tied=[next(fresh[0].parameters())])
+    make_engine("torch", schedule, sharded, mse_loss, group=pp_groups[rank],
+                tied=[(weight, pp_groups[rank])])
+    return refused, isinstance(weight, DTensor) and weight is next(sharded[0].parameters())
