@@ -60,7 +60,7 @@ def wait(work: Any, deadline: float, what: str) -> None:
         work.wait()
     except RuntimeError as exc:
         elapsed = time.monotonic() - start
-        first = _backend_reason(exc)
+        first = backend_reason(exc)
         if time.monotonic() >= deadline:
             raise PipelineTimeout(f"{what}: timed out after waiting {elapsed:.1f} s"
                                   ) from None
@@ -80,10 +80,10 @@ def posting(what: str) -> Iterator[None]:
             raise
         elapsed = time.monotonic() - start
         raise PipelinePeerLost(f"{what}: the backend refused it after {elapsed:.1f} s, a "
-                               f"peer is gone ({_backend_reason(exc)})") from None
+                               f"peer is gone ({backend_reason(exc)})") from None
 
 
-def _backend_reason(exc: BaseException) -> str:
+def backend_reason(exc: BaseException) -> str:
     """The backend's own reason, without its source location and advice: gloo's
     "[.../pair.cc:553] Connection closed by peer [addr]:port. This is typically ..."."""
     text = str(exc).strip()

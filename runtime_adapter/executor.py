@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from ppsched.runtime_adapter import ties
+from ppsched.runtime_adapter import heartbeat, ties
 from ppsched.runtime_adapter.comm import (
     PipelinePeerLost,
     PipelineTimeout,
@@ -140,6 +140,7 @@ class PipelineExecutor:
         self.dp_group = dp_group
         self.tied = ties.checked_ties(tied, stages)
         self.check_grads = check_grads
+        heartbeat.start()
         self._reduce_after = self._reduction_points()
         self._in_meta: dict[int, Layout] = {}
         self._out_meta: dict[int, Layout] = {}
@@ -277,8 +278,15 @@ class PipelineExecutor:
         if record:
             self._align_clocks()
         state = _StepState()
-        records, reducing = self._walk_ops(state, inputs, labels, record=record, sync=sync)
-        self._drain(state, reducing, sync=sync)
+        try:
+            records, reducing = self._walk_ops(state, inputs, labels, record=record,
+                                               sync=sync)
+            self._drain(state, reducing, sync=sync)
+        except PipelinePeerLost as exc:
+            # The error names the neighbour whose connection failed; the heartbeats name
+            # the rank that died, which may be further down the chain.
+            dead, failed = heartbeat.dead_ranks(self.group)
+            raise PipelinePeerLost(f"{exc}; {heartbeat.describe(dead, failed)}") from None
         if self.check_grads:
             ties.check_grads({s: r.module for s, r in self.runners.items()}, self.rank)
         return StepResult(self._step_loss(), records)

@@ -36,12 +36,16 @@ What differs from torch's defaults, and why:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from ppsched.runtime_adapter import ties
+from ppsched.runtime_adapter import heartbeat, ties
+from ppsched.runtime_adapter.comm import PipelinePeerLost, PipelineTimeout, backend_reason
 from ppsched.runtime_adapter.dp_wrappers import check_for_torch
 from ppsched.runtime_adapter.executor import StepResult
 from ppsched.runtime_adapter.stage import LossFn
@@ -139,6 +143,9 @@ class TorchPipelineEngine:
         self.tied = ties.checked_ties(tied, stages)
         self.check_grads = check_grads
         self.rank = rank
+        self._group = group
+        self._steps = 0
+        heartbeat.start()
         first = next((p for mod in stages.values() for p in mod.parameters()), None)
         device = first.device if first is not None else torch.device("cpu")
         if isinstance(first, DTensor):
@@ -197,8 +204,10 @@ class TorchPipelineEngine:
             for p in self.parameters():
                 p.grad = None
         losses: list[torch.Tensor] = []
+        self._steps += 1
         # torch cuts the concatenation back into the same m microbatches.
-        self._runtime.step(*args, target=target, losses=losses, return_outputs=False)
+        with _failures_named(self.rank, self._steps, self._group):
+            self._runtime.step(*args, target=target, losses=losses, return_outputs=False)
         if sync:
             self._reduce()
         if self.check_grads:
@@ -229,6 +238,52 @@ class TorchPipelineEngine:
         for p, tie_group in self.tied:
             if p.grad is not None:
                 dist.all_reduce(_local(p.grad), group=tie_group)
+
+
+class _LastAction(logging.Handler):
+    """Keeps the action torch's runtime names when an action raises (it logs "caught
+    exception at step %s when running action %s" before re-raising)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.action: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "when running action" in str(record.msg) and len(record.args or ()) >= 2:
+            self.action = str(record.args[1])  # type: ignore[index]
+
+
+@contextmanager
+def _failures_named(rank: int, step: int, group: dist.ProcessGroup | None) -> Iterator[None]:
+    """A backend error inside torch's step (gloo's "Connection closed by peer", ...)
+    becomes `PipelinePeerLost` naming this rank, torch's action and the ranks that did not
+    stopped beating (`runtime_adapter.heartbeat`)."""
+    seen = _LastAction()
+    torch_log = logging.getLogger(_PipelineScheduleRuntime.__module__)
+    torch_log.addHandler(seen)
+    start = time.monotonic()
+    try:
+        yield
+    except RuntimeError as exc:
+        if isinstance(exc, PipelineTimeout) or not _is_backend_failure(exc):
+            raise
+        elapsed = time.monotonic() - start
+        dead, failed = heartbeat.dead_ranks(group)
+        action = f"action {seen.action}" if seen.action else "an action"
+        raise PipelinePeerLost(
+            f"rank {dist.get_rank()} (pipeline rank {rank}) at {action} of step {step}: the "
+            f"backend failed after {elapsed:.1f} s ({backend_reason(exc)}); "
+            f"{heartbeat.describe(dead, failed)}") from None
+    finally:
+        torch_log.removeHandler(seen)
+
+
+def _is_backend_failure(exc: RuntimeError) -> bool:
+    """A communication failure, as opposed to an error of the model or of torch's
+    runtime checks (which keep their own message)."""
+    text = str(exc)
+    return any(word in text for word in ("Connection closed", "Connection reset", "pair.cc",
+                                         "NCCL", "Broken pipe", "Timed out", "timed out"))
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:

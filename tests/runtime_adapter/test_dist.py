@@ -116,9 +116,31 @@ def test_killing_a_rank_mid_step_stops_every_survivor_with_op_and_peer(run: int)
         assert re.search(r"before op [FBW]+\d+ of stage \d|after its last op", first), first
         assert re.search(r"rank\(?s?\)? ?\[?\d", first), first
         assert "pair.cc" not in first and "GLHF" not in first, first
+        if first.startswith("PipelinePeerLost"):  # the heartbeats name the rank that died
+            assert f"rank(s) {victim} stopped beating" in first, first
         took = re.search(r"after ([0-9.]+) s:", first)
         assert took is not None and float(took.group(1)) <= KILL_TIMEOUT_S + 5, first
     assert time.monotonic() - start < 120
+
+
+@pytest.mark.parametrize(("victim", "when"), [(3, 1), (1, 0)])
+def test_killing_a_rank_under_the_torch_engine_names_action_and_the_dead_rank(
+        victim: int, when: int) -> None:
+    # torch's runtime surfaced gloo's raw "Connection closed by peer ... GLHF" naming no
+    # op and no rank; each survivor must name torch's action and the rank that died.
+    world = 4
+    with pytest.raises(LaunchError) as caught:
+        launch_local(workers.killed_torch, world, victim, when, timeout_s=180)
+    errors = caught.value.errors
+    assert "died with exit code -9" in errors[victim]
+    survivors = [r for r in range(world) if r != victim]
+    assert set(survivors) <= set(errors), errors
+    for rank in survivors:
+        first = errors[rank].splitlines()[0]
+        assert first.startswith("PipelinePeerLost"), (rank, errors[rank])
+        assert re.search(rf"pipeline rank {rank}\) at action \d\w+ of step 2", first), first
+        assert f"rank(s) {victim} stopped beating" in first, first
+        assert "GLHF" not in first, first
 
 
 def test_stages_may_pass_tuples_and_keyword_arguments() -> None:
