@@ -37,22 +37,24 @@ def _key(rank: int) -> str:
 
 
 def start() -> None:
-    """Start this process's heartbeat (once per process; later calls do nothing)."""
+    """Start this process's heartbeat into the current job's store (once per store: a
+    process that builds several engines beats once; a new process group, a new store,
+    gets a new beat)."""
     rank = dist.get_rank()
-    with _lock:
-        if rank in _started:
-            return
-        _started.add(rank)
     try:
         store = _store()
     except (RuntimeError, ValueError):
         return  # no shared store: failures will name the neighbour only
+    with _lock:
+        if id(store) in _started:
+            return
+        _started.add(id(store))
 
     def beat() -> None:
         while True:
             try:
                 store.add(_key(rank), 1)
-            except Exception:
+            except Exception:  # the store went away with the job: stop beating
                 return
             time.sleep(BEAT_S)
 
