@@ -6,6 +6,13 @@
     torchrun --nproc-per-node 4 -m runtime_adapter.run --schedule S.json --steps 5 \\
         --trace out/measured.json --report out/report.txt
 
+On GPUs (``--device auto``, the default, picks CUDA and NCCL when torch sees a GPU, and
+``LOCAL_RANK``'s GPU for each process; the CPU and gloo otherwise)::
+
+    torchrun --nproc-per-node 8 -m ppsched.runtime_adapter.run --method zb-h1 --check
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \\
+        --rdzv-endpoint HOST:29500 -m ppsched.runtime_adapter.run --schedule S.json
+
 The schedule comes from a file (``ppsched solve ... -o S.json``) or is solved here for a
 unit-time profile (``--method``). Every rank builds the example model from one seed and
 keeps its stages. ``--check`` compares the first step's loss and gradients with the
@@ -25,11 +32,11 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from ppsched.runtime_adapter.comm import PipelineTimeout
+from ppsched.runtime_adapter.devices import BACKENDS, DEVICES, init_distributed
 from ppsched.runtime_adapter.engines import ENGINE_NAMES, make_engine
 from ppsched.runtime_adapter.executor import PipelineExecutor
 from ppsched.runtime_adapter.model import example_batch, mlp_stages, mse_loss
@@ -73,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-grad-norm", type=float, default=None)
     p.add_argument("--timeout", type=float, default=60.0, help="seconds any wait may take")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per rank")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="auto (default): cuda:LOCAL_RANK when torch sees a GPU, else cpu")
+    p.add_argument("--backend", choices=BACKENDS, default="auto",
+                   help="auto (default): nccl on CUDA, gloo on the CPU")
     p.add_argument("--engine", choices=ENGINE_NAMES, default="ppsched",
                    help="ppsched: our executor (default); torch: torch's pipelining runtime")
     p.add_argument("--check", action="store_true",
@@ -95,9 +106,10 @@ def _schedule(args: argparse.Namespace, world: int) -> Schedule:
 
 
 def _check(mine: dict[int, nn.Module], stages: list[nn.Sequential], loss: float | None,
-           inputs: list[torch.Tensor], targets: list[torch.Tensor]) -> float:
+           inputs: list[torch.Tensor], targets: list[torch.Tensor],
+           device: torch.device) -> float:
     """The largest relative error of this rank's gradients (and loss) vs. the reference."""
-    reference = nn.Sequential(*copy.deepcopy(stages))
+    reference = nn.Sequential(*copy.deepcopy(stages)).to(device)
     m = len(inputs)
     ref_loss = sum(mse_loss(reference(x), y) for x, y in zip(inputs, targets, strict=True)) / m
     ref_loss.backward()  # type: ignore[union-attr]
@@ -123,7 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
               "`torchrun --nproc-per-node P -m ppsched.runtime_adapter.run ...`", file=sys.stderr)
         return 2
     # torch's runtime waits with the process group's timeout; ours with --timeout too.
-    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
+    try:
+        device = init_distributed(args.device, args.backend, timeout_s=args.timeout)
+    except ValueError as exc:
+        print(f"ppsched.runtime_adapter.run: error: {exc}", file=sys.stderr)
+        return 2
     rank, world = dist.get_rank(), dist.get_world_size()
     try:
         schedule = _schedule(args, world)
@@ -131,12 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         m = schedule.profile.num_microbatches
         stages = mlp_stages(problem.num_stages, hidden=args.hidden,
                             layers_per_stage=args.layers_per_stage)
-        mine = {s: copy.deepcopy(stages[s]) for s in problem.rank_to_stages[rank]}
+        mine = {s: copy.deepcopy(stages[s]).to(device) for s in problem.rank_to_stages[rank]}
         options = {"timeout_s": args.timeout} if args.engine == "ppsched" else {}
         executor = make_engine(args.engine, schedule, mine, mse_loss, **options)
         optimizer = torch.optim.AdamW(executor.parameters(), lr=args.lr)
         inputs, targets = example_batch(m, microbatch_size=args.microbatch_size,
                                         hidden=args.hidden)
+        inputs = [x.to(device) for x in inputs]
+        targets = [y.to(device) for y in targets]
         recording = bool(args.trace or args.report)
         for step in range(1, args.steps + 1):
             if isinstance(executor, PipelineExecutor):
@@ -145,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 result = executor.run(inputs, targets)
             if args.check and step == 1:
-                error = torch.tensor([_check(mine, stages, result.loss, inputs, targets)])
+                error = torch.tensor([_check(mine, stages, result.loss, inputs, targets,
+                                             device)], device=device)
                 dist.all_reduce(error, op=dist.ReduceOp.MAX)
                 if rank == 0:
                     log.info("step 1 vs. the unpipelined model: largest relative error of "

@@ -150,6 +150,7 @@ class TorchPipelineEngine:
         device = first.device if first is not None else torch.device("cpu")
         if isinstance(first, DTensor):
             device = first.to_local().device
+        self.device = device
         self._pipeline_stages = [
             _AutocastStage(stages[s], s, problem.num_stages, device, group=group,
                            autocast_dtype=autocast_dtype) for s in expected]
@@ -196,10 +197,12 @@ class TorchPipelineEngine:
         has_last = problem.num_stages - 1 in self.stages
         args: tuple[torch.Tensor, ...] = ()
         target = None
+        # On the stages' device (a user's batches often come from a CPU data loader).
         if has_first:
-            args = (torch.cat(list(self._checked("microbatches", microbatches))),)
+            args = (torch.cat(list(self._checked("microbatches", microbatches))
+                              ).to(self.device),)
         if has_last:
-            target = torch.cat(list(self._checked("targets", targets)))
+            target = torch.cat(list(self._checked("targets", targets))).to(self.device)
         if not accumulate:
             for p in self.parameters():
                 p.grad = None
