@@ -39,6 +39,7 @@ from ppsched.runtime_adapter.comm import (
     posting,
     wait,
 )
+from ppsched.runtime_adapter.copy_lane import CopyLanes
 from ppsched.runtime_adapter.dp_wrappers import unwrap_for_ppsched
 from ppsched.runtime_adapter.plan import Message, RankPlan, check_schedule, plan_rank
 from ppsched.runtime_adapter.stage import LossFn, Policy, StageRunner
@@ -134,8 +135,11 @@ class PipelineExecutor:
             for op in self.plan.ops if op.kind in ("R", "O")}
         m = self.schedule.profile.num_microbatches
         last = self.plan.num_stages - 1
+        # One pair of copy lanes per rank, as the cost model prices them (DESIGN.md 6.3).
+        self.lanes = CopyLanes(self.device) if "offload" in self.policies.values() else None
         self.runners = {s: StageRunner(s, stages[s], is_last=s == last, loss_fn=loss_fn,
-                                       num_microbatches=m, autocast_dtype=autocast_dtype)
+                                       num_microbatches=m, autocast_dtype=autocast_dtype,
+                                       lanes=self.lanes)
                         for s in self.plan.stages}
         self.dp_group = dp_group
         self.tied = ties.checked_ties(tied, stages)

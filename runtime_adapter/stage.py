@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from ppsched.runtime_adapter.copy_lane import CopyLanes, Pending
 from ppsched.runtime_adapter.values import Layout, Value, call, flatten, unflatten
 from ppsched.runtime_adapter.weight_grad import (
     Deferred,
@@ -47,21 +48,36 @@ class _Checkpoint:
 
 class HostCopy:
     """A tensor autograd saved during an offloaded F: on its device until O, on the host
-    from O to L, back on its device from L on."""
+    from O to L, back on its device from L on. O and L run on the rank's copy lanes
+    (`runtime_adapter.copy_lane`); reading the tensor (B's unpack) waits for L only."""
 
     def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-        self.device = tensor.device
+        self._tensor: torch.Tensor | None = tensor
+        self._host: Pending | None = None  # from O until L
+        self._back: Pending | None = None  # from L until read
+        self.nbytes = tensor.untyped_storage().nbytes()
 
-    def to_host(self) -> None:
-        t = self.tensor
-        pinned = t.device.type == "cuda"  # pinned host memory: the copy back is faster
-        host = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=pinned)
-        host.copy_(t)
-        self.tensor = host
+    def to_host(self, lanes: CopyLanes) -> None:
+        assert self._tensor is not None, "O of a tensor already offloaded"
+        self._host = lanes.to_host(self._tensor)
+        self._tensor = None  # the device memory goes once the copy has read it
 
-    def to_device(self) -> None:
-        self.tensor = self.tensor.to(self.device, copy=True)
+    def to_device(self, lanes: CopyLanes) -> None:
+        assert self._host is not None, "L of a tensor never offloaded"
+        self._back = lanes.to_device(self._host)
+        self._host = None
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        """The saved tensor: on the device before O and after L (waiting for L's copy),
+        on the host in between."""
+        if self._back is not None:
+            self._tensor = self._back.result()
+            self._back = None
+        if self._host is not None:
+            return self._host.result()
+        assert self._tensor is not None
+        return self._tensor
 
 
 @dataclass
@@ -85,10 +101,13 @@ class StageRunner:
         num_microbatches: the step's loss is the mean of the microbatches' losses, so each
             microbatch's loss is divided by it before its backward.
         autocast_dtype: run F (and the loss) under ``torch.autocast`` with this dtype.
+        lanes: the rank's copy lanes for O and L (shared by its stages); made for this
+            runner at its first O when not given.
     """
 
     def __init__(self, stage: int, module: nn.Module, *, is_last: bool, loss_fn: LossFn,
-                 num_microbatches: int, autocast_dtype: torch.dtype | None = None) -> None:
+                 num_microbatches: int, autocast_dtype: torch.dtype | None = None,
+                 lanes: CopyLanes | None = None) -> None:
         self.stage = stage
         self.module = module
         self.is_last = is_last
@@ -105,6 +124,7 @@ class StageRunner:
         self._deferred: dict[int, Deferred] = {}
         self._checkpoints: dict[int, _Checkpoint] = {}  # recomputed F, until R
         self._offloaded: dict[int, list[HostCopy]] = {}  # offloaded F, until B
+        self.lanes: CopyLanes | None = lanes  # O and L copies; made at the first O if None
         self.losses: dict[int, torch.Tensor] = {}
 
     def autocast(self) -> torch.autocast:
@@ -125,8 +145,7 @@ class StageRunner:
 
     def offloaded_bytes(self, microbatch: int) -> int:
         """Bytes an offloaded F of `microbatch` saved for O to copy (0 when none is held)."""
-        return sum(box.tensor.untyped_storage().nbytes()
-                   for box in self._offloaded.get(microbatch, ()))
+        return sum(box.nbytes for box in self._offloaded.get(microbatch, ()))
 
     def forward(self, microbatch: int, x: Value, target: torch.Tensor | None = None,
                 policy: Policy = "keep") -> Value | None:
@@ -219,12 +238,19 @@ class StageRunner:
     def offload(self, microbatch: int) -> None:
         """O: the activation autograd saved for an offloaded F, to host memory."""
         for box in self._saved(microbatch, "O"):
-            box.to_host()
+            box.to_host(self._lanes())
 
     def reload(self, microbatch: int) -> None:
         """L: the offloaded activation back on its device, for B."""
         for box in self._saved(microbatch, "L"):
-            box.to_device()
+            box.to_device(self._lanes())
+
+    def _lanes(self) -> CopyLanes:
+        """The copy lanes of this runner (made at its first O)."""
+        if self.lanes is None:
+            device = next((p.device for p in self.module.parameters()), torch.device("cpu"))
+            self.lanes = CopyLanes(device)
+        return self.lanes
 
     def _saved(self, microbatch: int, kind: str) -> list[HostCopy]:
         saved = self._offloaded.get(microbatch)
