@@ -12,7 +12,7 @@ RUN_VENV := .venv-run
 RUN_STAMP := $(RUN_VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run example test lint bench clean chromium postgres docs check-docs
+.PHONY: run example test lint bench clean chromium postgres docs check-docs gpu-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,12 @@ postgres:
 
 test: lint chromium postgres
 	$(BIN)/pytest -q
+
+# GPU readiness in one unattended run of at most ten minutes (NCCL, the offload copy
+# streams, CUDA-event profiling, fidelity): results in benchmarks/results/gpu_*.md on a
+# CUDA machine; elsewhere the same checks run on the CPU (the tests run them too).
+gpu-check: $(STAMP)
+	$(BIN)/python -m benchmarks.gpu_check
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bubble_table
