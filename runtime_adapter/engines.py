@@ -4,7 +4,7 @@
 Both take ``(schedule, stages, loss_fn, group=..., dp_group=..., tied=...,
 autocast_dtype=...)`` and give ``run(microbatches, targets, accumulate=..., sync=...)``
 returning a `StepResult` (``.loss`` on the last stage's rank) and ``parameters()`` for the
-optimizer. What each supports: README, "Running a schedule".
+optimizer. What each supports: docs/running.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The README shows measured results only as copies of `benchmarks/results/*.md`."""
+"""The docs (README and site pages) show measured results only as copies of
+`benchmarks/results/*.md`."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from benchmarks import readme
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_readme_result_block_equals_its_result_file() -> None:
-    text = (ROOT / "README.md").read_text()
-    found = readme.blocks(text)
-    assert {b.name for b in found} >= {"bubble_table.md", "solver_quality.md",
-                                       "service_load.md"}
-    stale = [f"line {b.line}: results/{b.name}" for b in readme.stale(text)]
-    assert not stale, ("README blocks differ from benchmarks/results/ (run "
+def test_every_result_block_of_the_docs_equals_its_result_file() -> None:
+    shown: set[str] = set()
+    stale = []
+    for page in readme.pages():
+        text = page.read_text()
+        shown |= {b.name for b in readme.blocks(text)}
+        stale += [f"{page.name} line {b.line}: results/{b.name}" for b in readme.stale(text)]
+    assert shown >= {"bubble_table.md", "solver_quality.md", "service_load.md"}
+    assert not stale, ("result blocks differ from benchmarks/results/ (run "
                        f"`python -m benchmarks.readme`): {stale}")
 
 

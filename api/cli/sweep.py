@@ -20,7 +20,7 @@ EXIT_LOST = 1  # rows lost to failed workers (a rerun runs them)
 def add_sweep_parser(sub: Any) -> None:
     """Add the `sweep` subcommand to the CLI's subparsers."""
     p = sub.add_parser("sweep", help="solve a grid of configurations and methods "
-                       "(README: Sweeps)")
+                       "(docs/getting-started.md: Sweeps)")
     p.add_argument("grid", help="grid YAML file: profiles, methods, axes, filters")
     p.add_argument("-o", "--output", metavar="FILE", help="JSONL record, one row per line "
                    "(default: out/GRID.jsonl); rerunning with the same file resumes")

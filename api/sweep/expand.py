@@ -1,7 +1,7 @@
 """Grid expansion: the cartesian product of profiles and axes, filtered, resolved to tasks.
 
 Each configuration is resolved to a validated profile here, before any work starts, so an
-impossible value is refused with its line. Rules (README "Sweeps"):
+impossible value is refused with its line. Rules (docs/getting-started.md, "Sweeps"):
 
 - `p` of a profile with per-stage lists cannot change (the lists have one value per
   stage); scalars can.
