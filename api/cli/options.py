@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from ppsched.solver.model import Profile, ProfileError, parse_profile
+from ppsched.solver.model import (
+    Profile,
+    ProfileError,
+    parse_profile,
+    with_offload,
+    with_offload_bandwidth,
+)
 from ppsched.solver.solving import Layout, parse_layouts
 
 KEEP = object()  # --memory-limit not given: keep the profile's
@@ -61,3 +67,39 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mkdir", action="store_true",
                    help="create the output files' folders when missing (default: they "
                    "must exist)")
+
+
+def add_offload_options(p: argparse.ArgumentParser) -> None:
+    """--offload-ratio, --host-bandwidth (with --memory-unit-bytes) and --gpus-per-node:
+    offload as a user meets it, without writing t_offload/t_reload by hand."""
+    group = p.add_argument_group("offload (DESIGN.md 6.3)")
+    size = group.add_mutually_exclusive_group()
+    size.add_argument("--offload-ratio", metavar="K", type=float,
+                      help="allow offload, each copy taking K * (t_f + t_b) of its stage "
+                      "(the Zero Bubble repository's offload time ratio; PipeOffload "
+                      "studies 0.25 to 1.25)")
+    size.add_argument("--host-bandwidth", metavar="GB_PER_S", type=float,
+                      help="allow offload, each copy sized from its activation (m_b - "
+                      "m_keep) over this host link bandwidth (times in ms)")
+    group.add_argument("--memory-unit-bytes", metavar="B", type=float, default=2.0**30,
+                       help="bytes in one of the profile's memory units, for "
+                       "--host-bandwidth (default 2^30: GiB)")
+    group.add_argument("--gpus-per-node", metavar="N", type=positive_int,
+                       help="the ranks of each node (N consecutive ones) share one host "
+                       "link for their copies")
+
+
+def with_offload_options(profile: Profile, args: argparse.Namespace) -> Profile:
+    """`profile` with the offload options applied (unchanged when none was given).
+
+    Raises:
+        ProfileError: a ratio, bandwidth or node size the profile cannot take, naming it.
+    """
+    if args.offload_ratio is not None:
+        profile = with_offload(profile, args.offload_ratio)
+    elif args.host_bandwidth is not None:
+        profile = with_offload_bandwidth(profile, args.host_bandwidth, args.memory_unit_bytes)
+    if args.gpus_per_node is not None:
+        profile = parse_profile({**profile.model_dump(mode="json"),
+                                 "gpus_per_node": args.gpus_per_node})
+    return profile

@@ -49,6 +49,8 @@ def summary(schedule: Schedule) -> str:
         f"cost         {m.cost:.4f}   (makespan {m.makespan:.4f})",
         f"bubble rate  {m.bubble_rate:.4f}",
         f"peak memory  {peaks}   (limit {limit_text})",
+        *([f"host memory  {' '.join(f'{x:g}' for x in m.host_memory)}   (held by offloads, "
+           f"per rank)"] if m.host_memory else []),
         # The bound over every schedule, with the gap of the objective it bounds (a cost
         # bound also bounds the makespan, which is never below the cost).
         f"lower bound  {m.lower_bound:.4f}   (gap {_gap(info.objective, m.lower_bound):.2%})"

@@ -8,10 +8,12 @@ from typing import Any
 
 from ppsched.api.cli.options import (
     KEEP,
+    add_offload_options,
     add_view_options,
     layouts,
     memory_limit,
     with_memory_limit,
+    with_offload_options,
 )
 from ppsched.api.cli.output import (
     check_outputs,
@@ -67,12 +69,14 @@ def add_solve_parser(sub: Any) -> None:
     exact.add_argument("--free-order", action="store_true",
                        help="let B and W run out of microbatch order (default: FIFO, "
                        "the paper's model)")
+    add_offload_options(p)
     add_view_options(p)
     p.set_defaults(run=run_solve)
 
 
 def run_solve(args: argparse.Namespace) -> int:
-    profile = with_memory_limit(load_profile(args.profile), args.memory_limit)
+    profile = with_offload_options(
+        with_memory_limit(load_profile(args.profile), args.memory_limit), args)
     options = ExactOptions(backend=args.backend, time_limit_s=args.time_limit,
                            work_limit=args.work_limit, workers=args.workers,
                            fifo=not args.free_order, milp_solver=args.milp_solver)

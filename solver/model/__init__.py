@@ -6,7 +6,7 @@ from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.errors import ProfileError, ScheduleInvalid, SolverError, Violation
 from ppsched.solver.model.grid import order_grid, time_grid
-from ppsched.solver.model.offload_sizing import with_offload
+from ppsched.solver.model.offload_sizing import with_offload, with_offload_bandwidth
 from ppsched.solver.model.ops import KINDS, FBOp, Kind, Op, Orders, parts
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import Profile, load_profile, parse_profile, read_json
@@ -44,4 +44,5 @@ __all__ = [
     "time_grid",
     "with_chunks",
     "with_offload",
+    "with_offload_bandwidth",
 ]

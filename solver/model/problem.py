@@ -56,6 +56,7 @@ ACCEPTED = {
     "shared_host_link": "null or a list of groups (lists) of distinct ranks 0..num_ranks-1, "
                         "a rank in at most one group",
     "host_memory_limit": "null (no limit), a number > 0, or a list of num_ranks numbers",
+    "gpus_per_node": "null or an integer >= 1 that divides num_ranks",
 }
 
 
@@ -424,7 +425,7 @@ def _with_policies(problem: Problem, profile: Profile) -> Problem:
 
     if profile.copy_lanes not in (1, 2):
         raise ProfileError("copy_lanes", profile.copy_lanes, ACCEPTED["copy_lanes"])
-    groups = profile.shared_host_link or []
+    groups = profile.shared_host_link or _node_groups(profile.gpus_per_node, p)
     flat = [r for group in groups for r in group]
     if any(not isinstance(r, int) or not 0 <= r < p for r in flat) or len(set(flat)) != len(flat):
         raise ProfileError("shared_host_link", groups, ACCEPTED["shared_host_link"])
@@ -471,6 +472,19 @@ def _non_negative(field: str, x: float, index: int | None) -> float:
     if not math.isfinite(x) or x < 0:
         raise ProfileError(name, x, "a finite number >= 0")
     return float(x)
+
+
+def _node_groups(gpus_per_node: int | None, p: int) -> list[list[int]]:
+    """The ranks of each node, consecutive (torchrun's order), sharing the node's host link;
+    none when the node size is not given or is one GPU."""
+    if gpus_per_node is None:
+        return []
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) \
+            or gpus_per_node < 1 or p % gpus_per_node:
+        raise ProfileError("gpus_per_node", gpus_per_node, ACCEPTED["gpus_per_node"])
+    if gpus_per_node == 1:
+        return []
+    return [list(range(start, start + gpus_per_node)) for start in range(0, p, gpus_per_node)]
 
 
 def _positive(field: str, x: float, index: int | None) -> float:

@@ -29,7 +29,7 @@ PerStage = float | list[float]
 PerStageMb = float | list[float] | list[list[float]]
 
 _EXTENSIONS = ("microbatches", "t_r", "m_ckpt", "t_offload", "t_reload", "m_keep",
-               "shared_host_link", "host_memory_limit")
+               "shared_host_link", "host_memory_limit", "gpus_per_node")
 
 
 class MicrobatchScale(BaseModel):
@@ -113,6 +113,10 @@ class Profile(BaseModel):
                             "or 2 (one each way).")
     shared_host_link: list[list[int]] | None = Field(
         None, description="Groups of ranks that share their copy lanes.")
+    gpus_per_node: int | None = Field(
+        None, description="GPUs of one node: without shared_host_link, the ranks of each "
+        "node (consecutive, num_ranks / gpus_per_node nodes) share their copy lanes, as "
+        "eight GPUs of one node share its host memory bandwidth.")
     host_memory_limit: float | list[float] | None = Field(
         None, description="Most offloaded memory a rank's host may hold; null for none.")
 

@@ -117,6 +117,19 @@ class ScheduleMetrics(BaseModel):
     span: list[float] | None = Field(None, description="Each rank's span.")
     idle_fraction: list[float] | None = Field(
         None, description="Per rank, the share of its own span it is idle.")
+    host_memory: list[float] | None = Field(
+        None, description="Peak activation memory held on the host by offloads (O to L), "
+        "per rank; absent from a schedule without offload.")
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_host_memory(self, handler: SerializerFunctionWrapHandler,
+                                 ) -> dict[str, Any]:
+        # A schedule without offload serialises exactly as before the field existed (the
+        # same JSON, the same content hashes in the service's store).
+        data: dict[str, Any] = handler(self)
+        if data.get("host_memory", 0) is None:
+            del data["host_memory"]
+        return data
 
     @classmethod
     def from_metrics(cls, metrics: TimedFigures,

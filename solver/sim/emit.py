@@ -21,6 +21,7 @@ from ppsched.solver.model.schedule import (
     SolverInfo,
     Status,
 )
+from ppsched.solver.sim.lane_rules import peaks_over_time
 from ppsched.solver.sim.lanes import has_policy_ops
 from ppsched.solver.sim.result import Simulation
 from ppsched.solver.sim.simulator import validate
@@ -66,6 +67,10 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
         ranks = [_rank_ops(ops, sim.start[r], sim.end[r]) for r, ops in enumerate(sim.order)]
     else:
         policy = policy_of(sim.order)
+        if any(op.kind == "O" for ops in sim.order for op in ops):
+            # What the host holds (DESIGN.md 6.3): an offloaded activation from O to L.
+            problem = profile.problem.reordered(microbatch_order)
+            metrics.host_memory = peaks_over_time(problem, sim.order, sim.start, sim.end)[1]
         copy_lanes = profile.copy_lanes
         ranks = [[scheduled_op(op, start, end,
                                cast(Lane, lane_of(op.kind, copy_lanes))
