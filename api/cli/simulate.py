@@ -70,6 +70,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         schedule = parse_schedule(read_json(args.schedule, "schedule"))
     sim = simulate(schedule.problem(), schedule.orders())
     if not sim.ok:
+        args.verdict = EXIT_INVALID  # the exit status even if stdout's reader is gone
         count = len(sim.violations)
         print(f"{args.schedule}: INVALID, {count} violation{'s' * (count != 1)}")
         for violation in sim.violations:

@@ -3,11 +3,13 @@ the command line overriding host, port and solver workers."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 from typing import Any
 
-from ppsched.solver.model import ProfileError
+from ppsched.solver.model import ProfileError, install_command
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +29,7 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
         from pydantic import ValidationError
     except ImportError as exc:
         raise ProfileError("serve", f"missing module {exc.name!r}", "the service's "
-                           "dependencies: pip install 'ppsched[service]'") from None
+                           f"dependencies: {install_command('service')}") from None
     overrides: dict[str, Any] = {k: v for k, v in
                                  (("host", host), ("port", port), ("workers", workers))
                                  if v is not None}
@@ -40,14 +42,52 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
                            str(error["msg"])) from None
     from ppsched.api.service.store import StoreSettingError
 
+    # The port first: uvicorn binds only after the app's startup, which would open the
+    # store, log "service ready" and start the solver workers before failing on a busy
+    # port.
+    sock = listen(settings.host, settings.port)
     try:
         app = create_app(settings)
     except StoreSettingError as exc:
+        sock.close()
         name, _, rest = str(exc).partition(": ")
         reason, _, accepted = rest.rpartition("; accepted: ")
         shown = (settings.database_url or "").split("@")[-1]  # never echo a password
         raise ProfileError(name, shown, f"{accepted} ({reason})") from None
     log.info("serving on http://%s:%d (pid %d)", settings.host, settings.port, os.getpid())
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level,
-                timeout_graceful_shutdown=10, http=protocol_with(settings.header_timeout_s),
-                timeout_keep_alive=settings.keep_alive_s)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
+                            timeout_graceful_shutdown=10,
+                            http=protocol_with(settings.header_timeout_s),
+                            timeout_keep_alive=settings.keep_alive_s)
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    if not server.started:
+        raise SystemExit(1)  # the app's startup failed (uvicorn logged why)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port`, as uvicorn would bind it (SO_REUSEADDR, inherited
+    by workers), or a one-line error naming the option that picks another.
+
+    Raises:
+        ProfileError: the address is in use or cannot be bound here.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ProfileError("--port", port, f"a free port ({host}:{port} is in use): "
+                               "pass --port N, or PORT=N to make run") from None
+        raise ProfileError("--host", host, f"an address of this machine ({exc.strerror}): "
+                           "pass --host H, or HOST=H to make run") from None
+    sock.set_inheritable(True)
+    return sock

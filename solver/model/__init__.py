@@ -5,6 +5,7 @@ type, errors, bounds and layouts. Knows no timing and no algorithm (STYLE.md cho
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.errors import ProfileError, ScheduleInvalid, SolverError, Violation
+from ppsched.solver.model.extras import checkout_root, install_command
 from ppsched.solver.model.grid import order_grid, time_grid
 from ppsched.solver.model.offload_sizing import with_offload
 from ppsched.solver.model.ops import KINDS, FBOp, Kind, Op, Orders, parts
@@ -34,6 +35,8 @@ __all__ = [
     "SolverError",
     "SolverInfo",
     "Violation",
+    "checkout_root",
+    "install_command",
     "load_profile",
     "lower_bound",
     "order_grid",
