@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ppsched.solver.model import ProfileError, Schedule, time_grid
+from ppsched.solver.model import Profile, ProfileError, Schedule, shape_warnings, time_grid
 
 log = logging.getLogger("ppsched")
 
@@ -68,6 +68,12 @@ def summary(schedule: Schedule) -> str:
     work = f"   (work {info.work:.2f})" if info.work is not None else ""
     lines.append(f"wall time    {info.wall_s:.3f} s{work}")
     return "\n".join(lines)
+
+
+def warn_about_shape(profile: Profile) -> None:
+    """A line on stderr per shape warning (m < p...): the solve goes on."""
+    for warning in shape_warnings(profile):
+        print(f"ppsched: warning: {warning}", file=sys.stderr, flush=True)
 
 
 def _layouts_text(layouts: list[str]) -> str:

@@ -44,50 +44,41 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
 
     # The port first: uvicorn binds only after the app's startup, which would open the
     # store, log "service ready" and start the solver workers before failing on a busy
-    # port.
-    sock = listen(settings.host, settings.port)
+    # port. The probe is closed again, uvicorn binds its own socket (a port taken in
+    # between still fails, with uvicorn's message).
+    check_address(settings.host, settings.port)
     try:
         app = create_app(settings)
     except StoreSettingError as exc:
-        sock.close()
         name, _, rest = str(exc).partition(": ")
         reason, _, accepted = rest.rpartition("; accepted: ")
         shown = (settings.database_url or "").split("@")[-1]  # never echo a password
         raise ProfileError(name, shown, f"{accepted} ({reason})") from None
     log.info("serving on http://%s:%d (pid %d)", settings.host, settings.port, os.getpid())
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
-                            timeout_graceful_shutdown=10,
-                            http=protocol_with(settings.header_timeout_s),
-                            timeout_keep_alive=settings.keep_alive_s)
-    server = uvicorn.Server(config)
-    try:
-        server.run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
-    if not server.started:
-        raise SystemExit(1)  # the app's startup failed (uvicorn logged why)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level,
+                timeout_graceful_shutdown=10, http=protocol_with(settings.header_timeout_s),
+                timeout_keep_alive=settings.keep_alive_s)
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to `host`:`port`, as uvicorn would bind it (SO_REUSEADDR, inherited
-    by workers), or a one-line error naming the option that picks another.
+def check_address(host: str, port: int) -> None:
+    """Bind `host`:`port` as uvicorn binds it (SO_REUSEADDR) and let go again; a one-line
+    error naming the option that picks another when that fails. (Handing uvicorn the
+    bound socket instead made its 413 answers to large bodies end in connection resets.)
 
     Raises:
         ProfileError: the address is in use or cannot be bound here.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise ProfileError("--port", port, f"a free port ({host}:{port} is in use): "
-                               "pass --port N, or PORT=N to make run") from None
-        raise ProfileError("--host", host, f"an address of this machine ({exc.strerror}): "
-                           "pass --host H, or HOST=H to make run") from None
-    sock.set_inheritable(True)
-    return sock
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            error = exc
+        else:
+            return
+    if error.errno == errno.EADDRINUSE:
+        raise ProfileError("--port", port, f"a free port ({host}:{port} is in use): "
+                           "pass --port N, or PORT=N to make run")
+    raise ProfileError("--host", host, f"an address of this machine ({error.strerror}): "
+                       "pass --host H, or HOST=H to make run")

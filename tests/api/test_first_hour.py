@@ -215,3 +215,45 @@ def test_serve_on_a_busy_port_is_one_line_naming_the_option(tmp_path: Path) -> N
     assert "--port N" in result.stderr and "PORT=N" in result.stderr
     assert "ready" not in result.stderr + result.stdout
     assert not (tmp_path / "x.sqlite3").exists()  # the store was never opened
+
+
+# --- did you mean, m < p -------------------------------------------------------------------
+
+def ppsched(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ppsched.api.cli", *argv],
+                          capture_output=True, text=True, cwd=cwd, timeout=120, env=ENV)
+
+
+def test_advise_with_a_misspelt_key_gets_a_did_you_mean(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "advise-llama-16gpu.yaml").read_text()
+    assert "\nnum_microbatches:" in text
+    (tmp_path / "typo.yaml").write_text(text.replace("\nnum_microbatches:",
+                                                     "\nnum_microbaches:"))
+    result = ppsched("advise", str(tmp_path / "typo.yaml"))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "invalid 'num_microbaches'" in result.stderr
+    assert "did you mean 'num_microbatches'?" in result.stderr
+    result = ppsched("advise", str(ROOT / "examples" / "advise-llama-16gpu.yaml"),
+                     "--strategies", "zb1p,fsdp")
+    assert result.returncode == 2 and "did you mean 'zb-1p'?" in result.stderr
+
+
+def test_solve_with_a_misspelt_method_gets_a_did_you_mean() -> None:
+    result = ppsched("solve", str(PROFILE), "-m", "zbh1")
+    assert result.returncode == 2 and "did you mean 'zb-h1'?" in result.stderr
+
+
+def test_fewer_microbatches_than_ranks_solves_with_a_one_line_warning(
+        tmp_path: Path) -> None:
+    data = json.loads(PROFILE.read_text())
+    data["num_microbatches"] = data["num_ranks"] - 1
+    (tmp_path / "few.json").write_text(json.dumps(data))
+    result = ppsched("solve", str(tmp_path / "few.json"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("profile ")
+    p, m = data["num_ranks"], data["num_microbatches"]
+    assert result.stderr.startswith(f"ppsched: warning: m={m} < p={p}: fewer microbatches "
+                                    "than ranks")
+    assert result.stderr.count("\n") == 1
+    assert ppsched("solve", str(PROFILE)).stderr == ""
