@@ -32,8 +32,12 @@ PROGRESS_AFTER_S = 1.0
 PROGRESS_EVERY_S = 5.0
 
 
-def summary(schedule: Schedule) -> str:
-    """The few lines `solve` and `simulate` print: method, figures, memory, bound, time."""
+def summary(schedule: Schedule, solved: bool = True) -> str:
+    """The few lines `solve` and `simulate` print: method, figures, memory, bound, time.
+
+    `solved` False (a schedule ppsched only timed: imported or hand-written) leaves out
+    the solver's status, which such a schedule does not have.
+    """
     m, info = schedule.metrics, schedule.solver
     assert m is not None and info is not None
     profile = schedule.profile
@@ -45,7 +49,7 @@ def summary(schedule: Schedule) -> str:
         f"profile      {profile.label} (p={profile.num_ranks}, m={profile.num_microbatches}, "
         f"v={profile.num_chunks}" + (f", placement {profile.placement})"
                                      if profile.num_chunks > 1 else ")"),
-        f"method       {schedule.method} ({info.status})",
+        f"method       {schedule.method}" + (f" ({info.status})" if solved else ""),
         f"cost         {m.cost:.4f}   (makespan {m.makespan:.4f})",
         f"bubble rate  {m.bubble_rate:.4f}",
         f"peak memory  {peaks}   (limit {limit_text})",

@@ -257,3 +257,37 @@ def test_fewer_microbatches_than_ranks_solves_with_a_one_line_warning(
                                     "than ranks")
     assert result.stderr.count("\n") == 1
     assert ppsched("solve", str(PROFILE)).stderr == ""
+
+
+# --- simulate --memory-limit, an imported CSV's summary ------------------------------------
+
+def test_simulate_checks_against_another_memory_limit(tmp_path: Path) -> None:
+    big = ROOT / "profiles" / "gpt1.5b-p8-m24.json"
+    assert ppsched("solve", str(big), "-o", str(tmp_path / "s.json")).returncode == 0
+    schedule = json.loads((tmp_path / "s.json").read_text())
+    limit = schedule["profile"]["memory_limit"]
+    peak = max(schedule["metrics"]["peak_memory"])
+    assert peak <= limit
+    ok = ppsched("simulate", str(tmp_path / "s.json"))
+    assert ok.returncode == 0 and f"(limit {limit:g})" in ok.stdout
+    # Below the schedule's peak: a [memory] violation on every rank over it, exit 1.
+    tight = ppsched("simulate", str(tmp_path / "s.json"), "--memory-limit", f"{peak - 1:g}")
+    assert tight.returncode == 1, tight.stdout + tight.stderr
+    assert "INVALID" in tight.stdout and f"> memory_limit {peak - 1:g}" in tight.stdout
+    # 'none': no memory check; -o writes the profile with the limit asked for.
+    free = ppsched("simulate", str(tmp_path / "s.json"), "--memory-limit", "none", "-o",
+                   str(tmp_path / "free.json"))
+    assert free.returncode == 0 and "(limit none)" in free.stdout
+    assert json.loads((tmp_path / "free.json").read_text())["profile"].get(
+        "memory_limit") is None
+    assert "--memory-limit X" in ppsched("simulate", "--help").stdout
+
+
+def test_an_imported_csv_says_where_it_came_from(tmp_path: Path) -> None:
+    (tmp_path / "2p.csv").write_text("0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1W0,1F1,1I1,1W1\n")
+    for command in ("simulate", "import-csv"):
+        result = ppsched(command, "2p.csv", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        method = result.stdout.splitlines()[1]
+        # Not "csv 2p.csv (heuristic)": ppsched timed it, it solved nothing.
+        assert method == "method       imported from 2p.csv", method
