@@ -1,7 +1,7 @@
 # The README's two commands: `make run` (the main job) and `make test` (what CI runs).
 # Each builds its own virtual environment from scratch when it is missing or stale:
-# `make run` a small one (.venv-run: the solver and the 'service' extra, no torch and no
-# test tools), `make test` the full one (.venv: every extra, torch's CPU build, the test
+# `make run` a small one (.venv-run: the solver, the 'service' and 'sweep' extras, no
+# torch and no test tools), `make test` the full one (.venv: every extra, torch's CPU build, the test
 # tools), and installs Debian's Chromium for the browser tests when it is missing.
 
 PYTHON ?= python3
@@ -23,11 +23,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[service,test,sweep,torch,docs]'
 	touch $(STAMP)
 
-# What serving needs, and nothing else: no torch, no test or sweep tools.
+# What serving and every `ppsched` command need (the 'sweep' extra: `sweep`, `advise`'s
+# YAML, `pack`'s Parquet; about 15 s more to install): no torch, no test tools.
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(RUN_VENV)
 	$(RUN_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(RUN_VENV)/bin/python -m pip install --quiet -e '.[service]'
+	$(RUN_VENV)/bin/python -m pip install --quiet -e '.[service,sweep]'
 	touch $(RUN_STAMP)
 
 # Start the HTTP service (web page, API, docs at /docs) on HOST:PORT; Ctrl-C stops it.

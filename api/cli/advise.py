@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ppsched.solver.advisor import STRATEGIES, advise, format_table, parse_advisor_config
-from ppsched.solver.model import ProfileError
+from ppsched.solver.model import ProfileError, install_command
 
 
 def add_advise_parser(sub: Any) -> None:
@@ -37,9 +37,9 @@ def _yaml() -> Any:
     try:
         import yaml
     except ImportError:
-        raise ProfileError("config", "YAML", "PyYAML installed (pip install "
-                           "'ppsched[sweep]'), or the config as JSON via the service's "
-                           "POST /v1/advise") from None
+        raise ProfileError("config", "YAML", "PyYAML installed (the 'sweep' extra: "
+                           f"{install_command('sweep')}), or the config as JSON via the "
+                           "service's POST /v1/advise") from None
     return yaml
 
 

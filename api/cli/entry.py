@@ -3,7 +3,8 @@ its parser and its `run`; `main` runs the one asked for.
 
 Every user error ends in one line on stderr and a non-zero exit (2 for bad input, 1 for
 an invalid schedule); a reader that closes the pipe early (`| head`) ends the command
-quietly, the files already written (output.py writes them whole, before any printing).
+quietly with the same exit status, the files already written (output.py writes them
+whole, before any printing).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ppsched.api.cli.solve import add_solve_parser
 from ppsched.api.cli.sweep import add_sweep_parser
 from ppsched.api.cli.torchtitan import add_torchtitan_parser
 from ppsched.api.cli.weipipe import add_weipipe_parser
-from ppsched.solver.model import ProfileError, ScheduleInvalid
+from ppsched.solver.model import ProfileError, ScheduleInvalid, install_command
 
 # The modules each optional extra brings (pyproject.toml), and the commands that need one.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
@@ -43,8 +44,8 @@ class MissingExtra(ValueError):
 
     def __init__(self, command: str, extra: str, module: str) -> None:
         self.command, self.extra, self.module = command, extra, module
-        super().__init__(f"ppsched {command} needs the '{extra}' extra: pip install "
-                         f"'ppsched[{extra}]' (module '{module}' is missing)")
+        super().__init__(f"ppsched {command} needs the '{extra}' extra (module '{module}' "
+                         f"is missing): {install_command(extra)}")
 
 
 def require_extra(command: str) -> None:
@@ -71,7 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         require_extra(args.command)
-        return int(args.run(args))
+        code = int(args.run(args))
+        # Flush here, not at the interpreter's exit: a reader gone by then (`| head`)
+        # would turn the exit status into 120 with a traceback-like note.
+        sys.stdout.flush()
+        return code
     except MissingExtra as exc:
         print(f"ppsched: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -85,11 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         # The reader closed stdout (`| head`): what was asked for is done, the files are
-        # written; end quietly. Point stdout at /dev/null so the interpreter's final flush
-        # cannot raise again.
+        # written; end quietly, with the verdict the command reached before printing (an
+        # invalid schedule still exits 1, so `set -o pipefail` sees it). Point stdout at
+        # /dev/null so the interpreter's final flush cannot raise again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return int(getattr(args, "verdict", 0))
     except ProfileError as exc:
         print(f"ppsched: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ppsched.solver.model import ProfileError, Schedule, time_grid
+from ppsched.solver.model import Profile, ProfileError, Schedule, shape_warnings, time_grid
 
 log = logging.getLogger("ppsched")
 
@@ -32,8 +32,12 @@ PROGRESS_AFTER_S = 1.0
 PROGRESS_EVERY_S = 5.0
 
 
-def summary(schedule: Schedule) -> str:
-    """The few lines `solve` and `simulate` print: method, figures, memory, bound, time."""
+def summary(schedule: Schedule, solved: bool = True) -> str:
+    """The few lines `solve` and `simulate` print: method, figures, memory, bound, time.
+
+    `solved` False (a schedule ppsched only timed: imported or hand-written) leaves out
+    the solver's status, which such a schedule does not have.
+    """
     m, info = schedule.metrics, schedule.solver
     assert m is not None and info is not None
     profile = schedule.profile
@@ -45,7 +49,7 @@ def summary(schedule: Schedule) -> str:
         f"profile      {profile.label} (p={profile.num_ranks}, m={profile.num_microbatches}, "
         f"v={profile.num_chunks}" + (f", placement {profile.placement})"
                                      if profile.num_chunks > 1 else ")"),
-        f"method       {schedule.method} ({info.status})",
+        f"method       {schedule.method}" + (f" ({info.status})" if solved else ""),
         f"cost         {m.cost:.4f}   (makespan {m.makespan:.4f})",
         f"bubble rate  {m.bubble_rate:.4f}",
         f"peak memory  {peaks}   (limit {limit_text})",
@@ -70,6 +74,12 @@ def summary(schedule: Schedule) -> str:
     work = f"   (work {info.work:.2f})" if info.work is not None else ""
     lines.append(f"wall time    {info.wall_s:.3f} s{work}")
     return "\n".join(lines)
+
+
+def warn_about_shape(profile: Profile) -> None:
+    """A line on stderr per shape warning (m < p...): the solve goes on."""
+    for warning in shape_warnings(profile):
+        print(f"ppsched: warning: {warning}", file=sys.stderr, flush=True)
 
 
 def _layouts_text(layouts: list[str]) -> str:

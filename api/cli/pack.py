@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +65,32 @@ def add_pack_parser(sub: Any) -> None:
 
 
 def parse_lengths_arg(text: str, field: str | None) -> list[int]:
-    """A file's lengths, or inline comma-separated numbers."""
-    if Path(text).exists() or not all(part.strip().replace(".", "", 1).isdigit()
-                                      for part in text.split(",")):
+    """A file's lengths, or inline comma-separated numbers.
+
+    A file that exists wins; otherwise text with a comma, or one number, is inline, each
+    part named by its index when it is not a length (``lengths[1]: got -3``). The file
+    test is os.path.exists, which answers False for a name the system refuses (longer
+    than NAME_MAX, as 52 lengths of 1000 are), where Path.exists raises.
+    """
+    if os.path.exists(text) or ("," not in text and not _is_number(text)):
         return read_lengths(text, field)
-    return check_lengths([float(x) for x in text.split(",")])
+    values: list[float] = []
+    for i, part in enumerate(text.split(",")):
+        if not _is_number(part):
+            raise ProfileError(f"lengths[{i}]", part.strip(), "a whole number of tokens "
+                               "(inline lengths: comma-separated numbers, e.g. "
+                               "512,2048,900), or the path of a file of lengths")
+        value = float(part)
+        values.append(int(value) if value.is_integer() else value)  # -3, not -3.0
+    return check_lengths(values)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_counts(text: str | None) -> tuple[int, ...] | None:

@@ -8,7 +8,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ppsched.api.cli.options import add_view_options, positive_int
+from ppsched.api.cli.options import (
+    KEEP,
+    add_view_options,
+    memory_limit,
+    positive_int,
+    with_memory_limit,
+)
 from ppsched.api.cli.output import (
     EXIT_INVALID,
     check_outputs,
@@ -27,6 +33,7 @@ def add_simulate_parsers(sub: Any) -> None:
     p.add_argument("schedule", help="schedule JSON (DESIGN.md section 4; times optional), "
                    "or torch.distributed.pipelining's compute-only CSV (a .csv file)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the re-timed schedule JSON")
+    _add_memory_limit(p)
     _add_csv_options(p)
     add_view_options(p)
     p.set_defaults(run=run_simulate)
@@ -36,9 +43,18 @@ def add_simulate_parsers(sub: Any) -> None:
     p.add_argument("schedule", metavar="csv", help="torch.distributed.pipelining's "
                    "compute-only CSV: one row per rank, e.g. 0F0,0F1,0I0,0W0")
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule JSON")
+    _add_memory_limit(p)
     _add_csv_options(p)
     add_view_options(p)
     p.set_defaults(run=run_simulate, from_csv=True)
+
+
+def _add_memory_limit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--memory-limit", metavar="X", type=memory_limit, default=KEEP,
+                   help="check the schedule's peak memory against X instead of its "
+                   "profile's memory_limit (a number, or 'none' for no memory check); "
+                   "over X on any rank is a [memory] violation (exit 1), and -o writes "
+                   "the profile with X")
 
 
 def _add_csv_options(p: argparse.ArgumentParser) -> None:
@@ -68,8 +84,12 @@ def run_simulate(args: argparse.Namespace) -> int:
                                    "schedule JSON (it has its profile); the option reads a "
                                    "torch CSV (a .csv file, or `ppsched import-csv`)")
         schedule = parse_schedule(read_json(args.schedule, "schedule"))
+    if args.memory_limit is not KEEP:
+        schedule = schedule.model_copy(update={
+            "profile": with_memory_limit(schedule.profile, args.memory_limit)})
     sim = simulate(schedule.problem(), schedule.orders())
     if not sim.ok:
+        args.verdict = EXIT_INVALID  # the exit status even if stdout's reader is gone
         count = len(sim.violations)
         print(f"{args.schedule}: INVALID, {count} violation{'s' * (count != 1)}")
         for violation in sim.violations:
@@ -80,7 +100,9 @@ def run_simulate(args: argparse.Namespace) -> int:
                                        status=schedule.solver.status if schedule.solver
                                        else "heuristic")
     write_outputs(args, retimed)
-    print(summary(retimed))
+    # A schedule ppsched did not solve (imported, or written by hand) has no status of
+    # its own: the summary names where it came from, not a "(heuristic)" it never ran.
+    print(summary(retimed, solved=schedule.solver is not None))
     print_grid(args, retimed)
     return 0
 
@@ -104,4 +126,4 @@ def _schedule_from_csv(args: argparse.Namespace) -> Schedule:
     ranks = [[{"kind": op.kind, "stage": op.stage, "microbatch": op.microbatch}
               for op in rank] for rank in orders]
     return parse_schedule({"profile": profile.model_dump(mode="json"), "ranks": ranks,
-                           "method": f"csv {path.name}"})
+                           "method": f"imported from {path.name}"})

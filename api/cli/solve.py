@@ -21,6 +21,7 @@ from ppsched.api.cli.output import (
     print_progress,
     progress,
     summary,
+    warn_about_shape,
     write_outputs,
 )
 from ppsched.solver.model import load_profile
@@ -81,6 +82,7 @@ def run_solve(args: argparse.Namespace) -> int:
                            work_limit=args.work_limit, workers=args.workers,
                            fifo=not args.free_order, milp_solver=args.milp_solver)
     check_outputs(args)
+    warn_about_shape(profile)
     ilp = args.method == ILP  # the exact search prints its own progress
     with progress(None if ilp else f"solving {profile.label} (p={profile.num_ranks}, "
                   f"m={profile.num_microbatches}, method {args.method})"):

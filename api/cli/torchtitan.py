@@ -15,7 +15,7 @@ from ppsched.api.cli.options import (
     positive_int,
     with_memory_limit,
 )
-from ppsched.api.cli.output import summary, write_atomically
+from ppsched.api.cli.output import summary, warn_about_shape, write_atomically
 from ppsched.solver.integrations import (
     recipe_json,
     recipe_toml,
@@ -66,6 +66,7 @@ def run_torchtitan(args: argparse.Namespace) -> int:
         raise ProfileError("--output", args.output, "an existing folder (create it or pass "
                            "--mkdir)")
     profile = with_memory_limit(load_profile(args.profile), args.memory_limit)
+    warn_about_shape(profile)
     schedule = solve(profile, args.method, layouts=args.layouts or _splittable(
         profile, default_layouts(profile, resolve_method(args.method)), args.layers))
     recipe = torchtitan_recipe(schedule, layers=args.layers,

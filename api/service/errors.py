@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from ppsched.solver.model import ProfileError, ScheduleInvalid
+from ppsched.api.service.body_fields import body_fields
+from ppsched.solver.model import ProfileError, ScheduleInvalid, did_you_mean
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -107,7 +109,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(validation_body(exc.errors()), status_code=422)
+        return JSONResponse(validation_body(
+            exc.errors(), lambda parents: body_fields(request, parents)), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -130,10 +133,15 @@ def install_error_handlers(app: FastAPI) -> None:
                                        "service's log has the details"), status_code=500)
 
 
-def validation_body(errors: Any) -> dict[str, Any]:
+def validation_body(errors: Any, fields: Callable[[list[str]], list[str]] | None = None,
+                    ) -> dict[str, Any]:
     """A request-validation failure as the error body: the first error in the message,
-    every error under ``errors``."""
+    every error under ``errors``. `fields` gives the field names accepted beside a
+    misspelt one (its parents' names in), for a "did you mean"."""
     items = []
+    # A misspelt field is both an unknown field and a missing one: the unknown one, with
+    # its "did you mean", says more, so it leads.
+    errors = sorted(errors, key=lambda e: e.get("type") != "extra_forbidden")
     for error in errors:
         loc = [str(x) for x in error.get("loc", ()) if x not in ("body", "path", "query")]
         original = (error.get("ctx") or {}).get("error")
@@ -148,7 +156,11 @@ def validation_body(errors: Any) -> dict[str, Any]:
         elif kind == "missing":
             items.append((field, "nothing (the field is missing)", "a value (required)"))
         elif kind == "extra_forbidden":
-            items.append((field, error.get("input"), "no such field (see /docs)"))
+            known = fields(loc[:-1]) if fields is not None and loc else []
+            hint = did_you_mean(loc[-1], known) if known else ""
+            listed = f"the fields are {', '.join(known)}; " if known else ""
+            items.append((field, error.get("input"), f"no such field ({hint}{listed}"
+                          "see /docs)"))
         else:
             items.append((field, error.get("input"), str(error.get("msg", "a valid value"))))
     if not items:

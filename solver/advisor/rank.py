@@ -35,6 +35,7 @@ from ppsched.solver.advisor.costs import (
 )
 from ppsched.solver.generators import REGISTRY
 from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.names import did_you_mean
 from ppsched.solver.model.profile import Profile
 from ppsched.solver.solving.entry import solve
 from ppsched.solver.solving.method_names import HEURISTIC
@@ -119,12 +120,16 @@ def parse_advisor_config(data: Any) -> AdvisorConfig:
         names = getattr(config, field)
         for i, name in enumerate(names if isinstance(names, list) else ()):
             if name not in STRATEGIES:
-                raise ProfileError(f"{field}[{i}]", name, "one of " + ", ".join(STRATEGIES))
+                hint = did_you_mean(name, STRATEGIES)
+                raise ProfileError(f"{field}[{i}]", name, (f"a strategy ({hint.strip()}): "
+                                   if hint else "") + "one of " + ", ".join(STRATEGIES))
     return config
 
 
 def _named(exc: ValidationError) -> ProfileError:
-    err = exc.errors()[0]
+    # A misspelt field is both an unknown field and a missing one: the unknown one, with
+    # its "did you mean", says more, so it leads.
+    err = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     cause = err.get("ctx", {}).get("error")
     if isinstance(cause, ProfileError):
         return cause
@@ -133,7 +138,8 @@ def _named(exc: ValidationError) -> ProfileError:
     if err["type"] == "extra_forbidden":
         sections: dict[str, type[BaseModel]] = {"model": ModelDims, "cluster": Cluster}
         owner = sections.get(str(loc[0]), AdvisorConfig) if len(loc) > 1 else AdvisorConfig
-        accepted = "one of " + ", ".join(owner.model_fields)
+        hint = did_you_mean(str(loc[-1]), owner.model_fields)
+        accepted = f"no such field ({hint}the fields are " + ", ".join(owner.model_fields) + ")"
     elif err["type"] == "missing":
         accepted = "a value (the field is required)"
     else:

@@ -5,7 +5,9 @@ type, errors, bounds and layouts. Knows no timing and no algorithm (STYLE.md cho
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.errors import ProfileError, ScheduleInvalid, SolverError, Violation
+from ppsched.solver.model.extras import checkout_root, install_command
 from ppsched.solver.model.grid import order_grid, time_grid
+from ppsched.solver.model.names import closest_name, did_you_mean
 from ppsched.solver.model.offload_sizing import with_offload, with_offload_bandwidth
 from ppsched.solver.model.ops import KINDS, FBOp, Kind, Op, Orders, parts
 from ppsched.solver.model.problem import Problem
@@ -17,6 +19,7 @@ from ppsched.solver.model.schedule import (
     SolverInfo,
     parse_schedule,
 )
+from ppsched.solver.model.shapes import shape_warnings
 
 __all__ = [
     "KINDS",
@@ -34,6 +37,10 @@ __all__ = [
     "SolverError",
     "SolverInfo",
     "Violation",
+    "checkout_root",
+    "closest_name",
+    "did_you_mean",
+    "install_command",
     "load_profile",
     "lower_bound",
     "order_grid",
@@ -41,6 +48,7 @@ __all__ = [
     "parse_schedule",
     "parts",
     "read_json",
+    "shape_warnings",
     "time_grid",
     "with_chunks",
     "with_offload",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.extras import install_command
 
 # Larger counts lose precision as floats (2**53); no real sample comes near.
 MAX_TOKENS = 10**12
@@ -87,8 +88,9 @@ def _read_parquet(path: Path, field: str | None) -> list[int]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise LengthsError("lengths", str(path), "pyarrow installed for Parquet files (pip "
-                           "install 'ppsched[sweep]'), or a .jsonl / text file") from None
+        raise LengthsError("lengths", str(path), "pyarrow installed for Parquet files (the "
+                           f"'sweep' extra: {install_command('sweep')}), or a .jsonl / text "
+                           "file") from None
     if not field:
         raise LengthsError("field", None, "the Parquet column of sample lengths")
     try:

@@ -29,6 +29,11 @@ _AXIS = 46.0  # ticks, their labels and the "time" label
 _FONT = 12
 _OP_FONT = 10
 _CHAR_WIDTH = 6.2  # average width of a digit at _OP_FONT px, to decide whether a label fits
+# A label too wide for its box at _OP_FONT is drawn smaller, down to _MIN_OP_FONT, with a
+# thinner margin: on the 1.5B chart (1200 px for ~1190 ms) an F or B is ~18 px wide and
+# "23" needs 18.4 px at 10 px, so every label from 10 up used to be dropped.
+_SMALLER_FONTS = (9.0, 8.0, 7.0, 6.0)
+_SMALL_MARGIN = 1.5
 
 _KIND_TO_COLOUR: dict[Kind, str] = {
     "F": "#3b75af",  # blue
@@ -146,10 +151,11 @@ def render_svg(schedule: Schedule) -> str:
                 sized = f"{label} ({size_label(sizes[op.microbatch])})"
                 if x1 - x0 >= len(sized) * _CHAR_WIDTH + 6:
                     label = sized
-            if x1 - x0 >= len(label) * _CHAR_WIDTH + 6:
+            font = _label_font(label, x1 - x0)
+            if font is not None:
                 label = _esc(label)
                 out.append(f'<text x="{(x0 + x1) / 2:.2f}" y="{y + height / 2 + 3.5:g}" '
-                           f'font-size="{_OP_FONT}" text-anchor="middle" '
+                           f'font-size="{font:g}" text-anchor="middle" '
                            f'fill="{_text_colour(fill)}" pointer-events="none">{label}</text>')
 
     # Time axis.
@@ -188,6 +194,17 @@ def _row_of(op: ScheduledOp, schedule: Schedule, top: float, copy_rows: list[str
         return top, _LANE
     row = copy_rows.index(_lane(op, schedule))
     return top + _LANE + row * _COPY_LANE, _COPY_LANE - 1
+
+
+def _label_font(label: str, room: float) -> float | None:
+    """The font size `label` fits `room` px at: _OP_FONT with its margin, else the
+    largest smaller size that fits with a thin one; None when none does."""
+    if room >= len(label) * _CHAR_WIDTH + 6:
+        return _OP_FONT
+    for font in _SMALLER_FONTS:
+        if room >= len(label) * _CHAR_WIDTH * font / _OP_FONT + _SMALL_MARGIN:
+            return font
+    return None
 
 
 def _fb_label(op: ScheduledOp, room: float) -> str:

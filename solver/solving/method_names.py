@@ -10,6 +10,7 @@ from __future__ import annotations
 from ppsched.solver.generators import REGISTRY
 from ppsched.solver.generators.recompute import recompute_name, split_recompute
 from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.names import did_you_mean
 from ppsched.solver.policies import (  # noqa: F401  (registers the PipeOffload schedules)
     pipeoffload,
 )
@@ -84,7 +85,9 @@ def resolve_method(name: str, known: dict[str, str] | None = None) -> str:
         raise ProfileError("method", name, f"one of {', '.join(known)} or torch's "
                            f"{', '.join(aliases(known))} (torch's {torch_name} is {why}: "
                            f"{_CSV_ROUTE})")
-    raise ProfileError("method", name, f"one of {', '.join(known)}, or torch's names "
+    hint = did_you_mean(name, [*known, *aliases(known)])
+    raise ProfileError("method", name, (f"a known method ({hint.strip()}): " if hint else "")
+                       + f"one of {', '.join(known)}, or torch's names "
                        f"{', '.join(aliases(known))}")
 
 

@@ -108,3 +108,35 @@ def test_pack_bad_files(tmp_path: Path, base: Path, capsys: pytest.CaptureFixtur
     assert "a readable file" in capsys.readouterr().err
     assert main(["pack", "5,6", "--cap", "10", "--profile", str(tmp_path / "x.json")]) == 2
     assert "'profile'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("lengths", "needle"), [
+    ("512,-3,900", "'lengths[1]': got -3; expected a whole number of tokens from 1"),
+    ("512,abc,900", "'lengths[1]': got 'abc'; expected a whole number of tokens (inline"),
+    ("512,,900", "'lengths[1]'"),
+    ("-3", "'lengths[0]': got -3"),
+])
+def test_bad_inline_lengths_are_named_not_read_as_a_file(
+        base: Path, capsys: pytest.CaptureFixture[str], lengths: str, needle: str) -> None:
+    assert main(["pack", lengths, "--cap", "8192", "--profile", str(base)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err, err
+    assert "readable file" not in err and err.count("\n") == 1
+
+
+def test_inline_lengths_longer_than_a_file_name_pack(
+        base: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lengths = ",".join(["1000"] * 52)  # 259 characters: over NAME_MAX (255)
+    assert len(lengths) > 255
+    assert main(["pack", lengths, "--cap", "8192", "--profile", str(base), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["num_samples"] == 52
+
+
+def test_a_file_named_like_inline_lengths_is_read_as_a_file(
+        tmp_path: Path, base: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "512,900").write_text("7\n8\n9\n")
+    assert main(["pack", "512,900", "--cap", "8192", "--profile", str(base), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_samples"] == 3

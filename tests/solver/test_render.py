@@ -215,3 +215,33 @@ def test_views_of_alike_microbatches_carry_no_sizes() -> None:
     assert "microbatch sizes" not in render_svg(schedule)
     events = [e for e in render_trace(schedule)["traceEvents"] if e["ph"] == "X"]
     assert all("microbatch_size" not in e["args"] for e in events)
+
+
+@pytest.mark.parametrize("layouts", [((1, None),), ((2, "v"),)])
+def test_two_digit_microbatch_labels_fit_on_the_1_5b_chart(
+        layouts: tuple[tuple[int, str | None], ...]) -> None:
+    """Every F and B box of the README's 1.5B chart (m = 24) is labelled, 10 to 23 too:
+    a label too wide at the usual size is drawn smaller, never dropped, and never wider
+    than its box."""
+    profile = load_profile(PROFILES / "gpt1.5b-p8-m24.json")
+    schedule = solve(profile.model_copy(update={"memory_limit": 16.0}), "heuristic",
+                     layouts=layouts)
+    root = ET.fromstring(render_svg(schedule))
+    boxes = [r for r in root.iter(f"{SVG}rect") if r.get("class") == "op"]
+    labelled: dict[str, set[str]] = {"F": set(), "B": set(), "W": set()}
+    for text in root.iter(f"{SVG}text"):
+        if text.get("pointer-events") != "none":
+            continue
+        x, y = float(text.get("x", 0)), float(text.get("y", 0))
+        font = float(text.get("font-size", 0))
+        box = next(r for r in boxes
+                   if float(r.get("x", 0)) <= x <= float(r.get("x", 0)) + float(r.get("width", 0))
+                   and float(r.get("y", 0)) <= y <= float(r.get("y", 0))
+                   + float(r.get("height", 0)))
+        width = float(box.get("width", 0))
+        # The digits' width at this size (6.2 px a digit at 10 px) fits in the box.
+        assert len(text.text or "") * 0.62 * font < width, (text.text, font, width)
+        assert font >= 6
+        labelled[box.get("data-kind", "")].add(text.text or "")
+    every = {str(j) for j in range(24)}
+    assert labelled["F"] == every and labelled["B"] == every

@@ -21,7 +21,7 @@ from ppsched.api.service.schemas import (
 )
 from ppsched.api.service.solving import SolveSpec, is_synchronous, spec_from_request
 from ppsched.api.service.worker import render_view, solve_body
-from ppsched.solver.model import ProfileError, SolverError
+from ppsched.solver.model import ProfileError, SolverError, parse_profile, shape_warnings
 from ppsched.solver.render import note_of_counts
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
@@ -48,7 +48,11 @@ _REQUEST_EXAMPLES = {
 @router.post(
     "", summary="Solve a profile", response_model=ScheduleResult,
     responses={
-        200: {"description": "The schedule (DESIGN.md section 4) with its id and links."},
+        200: {"description": "The schedule (DESIGN.md section 4) with its id and links.",
+              "headers": {"X-Ppsched-Warning": {
+                  "description": "Present when the profile's shape solves but is rarely "
+                  "meant (fewer microbatches than ranks): the warnings, '; '-separated.",
+                  "schema": {"type": "string"}}}},
         202: {"model": JobAccepted, "description": "A request over the synchronous "
               "budget (ops over PPSCHED_MAX_SYNC_OPS, or an ilp time limit over the "
               "ceiling) became a job: poll the Location header."},
@@ -64,18 +68,24 @@ async def create_schedule(request: ScheduleRequest, state: State, http: Request)
     request over the synchronous budget (more ops than PPSCHED_MAX_SYNC_OPS, or an ilp
     time limit over the ceiling) becomes a job (202, Location: /v1/jobs/{id})."""
     spec = spec_from_request(request, state.settings)
+    # A shape that solves but is rarely meant (m < p): said beside the schedule, whose
+    # JSON stays DESIGN.md's, stored or fresh.
+    warnings = shape_warnings(parse_profile(spec.profile))
+    warned = {WARNING_HEADER: "; ".join(warnings)} if warnings else {}
     stored = state.store.get_schedule(spec.key)
     if stored is not None:
         state.metrics.cache_hits.inc()
-        return Response(stored, media_type="application/json", headers={"X-Cache": "hit"})
+        return Response(stored, media_type="application/json",
+                        headers={"X-Cache": "hit", **warned})
     state.metrics.cache_misses.inc()
     if not is_synchronous(spec, state.settings):
         job = state.jobs.submit(spec)
         link = f"/v1/jobs/{job.id}"
         body = {"id": job.id, "status": job.status, "links": {"self": link}}
-        return JSONResponse(body, status_code=202, headers={"Location": link})
+        return JSONResponse(body, status_code=202, headers={"Location": link, **warned})
     body_text = await unless_disconnected(http, solve_now(state, spec))
-    return Response(body_text, media_type="application/json", headers={"X-Cache": "miss"})
+    return Response(body_text, media_type="application/json",
+                    headers={"X-Cache": "miss", **warned})
 
 
 async def solve_now(state: ServiceState, spec: SolveSpec) -> str:
@@ -125,6 +135,8 @@ async def schedule_csv(schedule_id: ScheduleId, state: State) -> Response:
 
 # DESIGN.md 6.3: torch's CSV has no R, O or L; this header says what the CSV left out.
 DROPPED_HEADER = "X-Ppsched-Csv-Dropped"
+# POST /v1/schedules: the profile's shape warnings (`shape_warnings`), "; "-separated.
+WARNING_HEADER = "X-Ppsched-Warning"
 _POLICY_KIND = re.compile(r'"kind":\s*"([ROL])"')
 
 

@@ -28,16 +28,20 @@
 
   function build() {
     const main = document.querySelector("main");
+    // The same frame as the Schedules tab's <main> (style.css): a card for the form, a
+    // card for the ranking, the error between them.
     const section = el("section", { id: "advise", class: "advise", hidden: "" });
-    section.append(
+    const form = el("div", { class: "card advise-form" });
+    form.append(
       el("h2", {}, "Advisor: which strategy for this model and cluster"),
       el("label", { for: "advise-config" }, "Model and cluster (JSON; the fields of ppsched advise MODEL.yaml)"));
     const text = el("textarea", { id: "advise-config", rows: "16", spellcheck: "false" });
     text.value = JSON.stringify(EXAMPLE, null, 2);
-    const button = el("button", { type: "button", id: "advise-run" }, "Advise");
+    const button = el("button", { type: "submit", id: "advise-run" }, "Advise");
+    form.append(text, button);
     const error = el("div", { id: "advise-error", class: "error", role: "alert", hidden: "" });
-    const result = el("div", { id: "advise-result", "aria-live": "polite" });
-    section.append(text, button, error, result);
+    const result = el("div", { id: "advise-result", class: "card", "aria-live": "polite" });
+    section.append(form, error, result);
 
     // Tabs: the existing page and the advisor, one visible at a time.
     const bar = el("nav", { id: "tabs", class: "tabs" });

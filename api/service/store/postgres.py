@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ppsched.api.service.store.base import SCHEMA, Store, StoreSettingError
+from ppsched.solver.model import install_command
 
 log = logging.getLogger(__name__)
 # Any constant: replicas starting at once take it so that only one creates the tables
@@ -27,7 +28,7 @@ class PostgresStore(Store):
             import psycopg
         except ImportError:
             raise StoreSettingError("PPSCHED_DATABASE_URL: a postgresql:// URL needs psycopg "
-                                    "3; accepted: pip install 'ppsched[service]'") from None
+                                    f"3; accepted: {install_command('service')}") from None
         self._psycopg = psycopg
         self.url = url
         host = url.split("@", 1)[-1]  # never log a password
