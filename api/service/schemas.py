@@ -51,6 +51,20 @@ class ScheduleRequest(BaseModel):
         "(one stage per rank), v (V placement, 2 chunks), loopN (N chunks, loop placement); "
         "the best wins, e.g. '1,v'. Leave it out to solve the profile as it is.",
         examples=["1,v,loop2"])
+    offload_ratio: float | None = Field(
+        None, ge=0, allow_inf_nan=False,
+        description="Offer offload, each copy taking offload_ratio * (t_f + t_b) of its "
+        "stage (the Zero Bubble repository's k; DESIGN.md 6.3); not with host_bandwidth.")
+    host_bandwidth: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="Offer offload, each copy sized from its activation (m_b - m_keep, in "
+        "units of memory_unit_bytes) over a host link of this many GB/s; times in ms.")
+    memory_unit_bytes: float = Field(
+        2.0**30, gt=0, allow_inf_nan=False,
+        description="Bytes in one of the profile's memory units, for host_bandwidth.")
+    gpus_per_node: int | None = Field(
+        None, ge=1, description="The ranks of each node (consecutive) share one host link "
+        "for their copies (the profile's gpus_per_node).")
     compact: bool = Field(
         False, description="Write each rank's ops as one string of torch actions "
         "(\"0F0,0I0,0W0,...\", the schedule's ops_encoding 'actions') without per-op "

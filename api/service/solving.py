@@ -14,7 +14,13 @@ from ppsched.api.service.schemas import ScheduleRequest
 from ppsched.api.service.worker import body_with_links, content_id
 
 __all__ = ["content_id"]  # re-exported: the routers' import of it
-from ppsched.solver.model import Profile, ProfileError, parse_profile
+from ppsched.solver.model import (
+    Profile,
+    ProfileError,
+    parse_profile,
+    with_offload,
+    with_offload_bandwidth,
+)
 from ppsched.solver.solving import (
     ILP,
     Layout,
@@ -104,7 +110,17 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
     data = dict(request.profile)
     if "memory_limit" in request.model_fields_set:
         data["memory_limit"] = request.memory_limit
+    if request.gpus_per_node is not None:
+        data["gpus_per_node"] = request.gpus_per_node
     profile = parse_profile_field(data)
+    if request.offload_ratio is not None and request.host_bandwidth is not None:
+        raise ProfileError("host_bandwidth", request.host_bandwidth, "null when "
+                           "offload_ratio is given (one way to size the copies)")
+    if request.offload_ratio is not None:
+        profile = with_offload(profile, request.offload_ratio)
+    elif request.host_bandwidth is not None:
+        profile = with_offload_bandwidth(profile, request.host_bandwidth,
+                                         request.memory_unit_bytes)
     parsed = parse_layouts(request.layouts) if request.layouts else ()
     for layout in parsed:
         # A layout sets v for the whole solve: `loop128` would bypass PPSCHED_MAX_CHUNKS.

@@ -15,7 +15,10 @@ impossible value is refused with its line. Rules (docs/getting-started.md, "Swee
   and memory scales of a lognormal spread (`spread_scales`), applied before the memory
   limit, whose `kp` then counts the largest microbatch.
 - `offload_ratio: k` (DESIGN.md 6.3) comes last: `t_offload = t_reload = k (t_f + t_b)`
-  per stage of the cut model (`solver.offload_sizing.with_offload`).
+  per stage of the cut model (`solver.offload_sizing.with_offload`); or `host_bandwidth:
+  GB/s`, each copy sized from its activation (memory in GiB, times in ms;
+  `with_offload_bandwidth`); a row with both is refused. `gpus_per_node: N` puts the ranks
+  of each node on one shared host link.
 - `recompute_stages: K` runs each named schedule as `NAME+recompute:K` (0: NAME itself);
   a profile that offers no recompute gets `m_ckpt: 0` (so `t_r` defaults to `t_f`).
   `heuristic` and `ilp` choose their own policies: with K > 0 they are refused, naming
@@ -44,8 +47,17 @@ from ppsched.api.sweep.grid import (
     Memory,
 )
 from ppsched.solver.generators import recompute_name
-from ppsched.solver.model import Profile, ProfileError, parse_profile, with_chunks, with_offload
+from ppsched.solver.model import (
+    Profile,
+    ProfileError,
+    parse_profile,
+    with_chunks,
+    with_offload,
+    with_offload_bandwidth,
+)
 from ppsched.solver.solving import HEURISTIC, ILP
+
+GIB = 2.0**30  # bytes in the memory unit a host_bandwidth axis assumes
 
 MAX_ROWS = 200_000
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")
@@ -224,8 +236,16 @@ def _resolve(grid: Grid, base: BaseProfile, point: dict[str, tuple[Axis, int]],
         profile = parse_profile(data)
         v = value.get("v", 1)
         profile = with_chunks(profile, v, value.get("placement") if v > 1 else None)
+        if "offload_ratio" in value and "host_bandwidth" in value:
+            raise ProfileError("host_bandwidth", value["host_bandwidth"], "no value in a "
+                               "row that also sets offload_ratio (one way to size copies)")
         if "offload_ratio" in value:
             profile = with_offload(profile, value["offload_ratio"])
+        elif "host_bandwidth" in value:
+            profile = with_offload_bandwidth(profile, value["host_bandwidth"], GIB)
+        if "gpus_per_node" in value:
+            profile = parse_profile({**profile.model_dump(mode="json"),
+                                     "gpus_per_node": value["gpus_per_node"]})
     except ProfileError as exc:
         raise _impossible(grid, base, point, exc, line_of) from None
     return profile, reference

@@ -26,13 +26,14 @@ FIELD_AXES = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
 SCALE_FIELDS = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w")
 SPREAD_AXIS = "microbatch_spread"
 """Unequal microbatches (DESIGN.md 6.2): the sigma of their lognormal sizes (0: alike)."""
-POLICY_AXES = ("offload_ratio", "recompute_stages")
-"""Activation policies (DESIGN.md 6.3): offload at a time ratio k, or the first K stages
-of a named schedule recomputed (api.sweep.expand applies them)."""
+POLICY_AXES = ("offload_ratio", "host_bandwidth", "gpus_per_node", "recompute_stages")
+"""Activation policies (DESIGN.md 6.3): offload at a time ratio k or over a host link of
+so many GB/s (memory in GiB, times in ms), the ranks of each node sharing one host link,
+or the first K stages of a named schedule recomputed (api.sweep.expand applies them)."""
 NAMED_AXES = ("p", "m", "v", "placement", "memory_limit", *FIELD_AXES, SPREAD_AXIS,
               *POLICY_AXES)
 AXIS_HELP = ("p, m, v, placement, memory_limit, t_f, t_b, t_w, t_comm, m_b, m_w, "
-             f"{SPREAD_AXIS}, offload_ratio, recompute_stages, "
+             f"{SPREAD_AXIS}, offload_ratio, host_bandwidth, gpus_per_node, recompute_stages, "
              "scale.FIELD and scale.FIELD[STAGE] (FIELD one of t_f, t_b, t_w, t_comm, m_b, m_w)")
 _SCALE = re.compile(r"^scale\.(?P<field>[a-z_]+)(?:\[(?P<stage>-?\d+)\])?$")
 _MULTIPLE = re.compile(r"^(?P<k>\d+(?:\.\d+)?|\.\d+)\s*p$")
@@ -258,6 +259,15 @@ class _GridReader:
             if not isinstance(x, int) or isinstance(x, bool) or x < 1:
                 raise self.fail(line, f"axis {name!r}: {x!r} is not an integer >= 1")
             return x
+        if name == "gpus_per_node":
+            if not isinstance(x, int) or isinstance(x, bool) or x < 1:
+                raise self.fail(line, f"axis 'gpus_per_node': {x!r} is not an integer >= 1")
+            return x
+        if name == "host_bandwidth":
+            if not _is_number(x) or not x > 0 or not math.isfinite(x):
+                raise self.fail(line, f"axis 'host_bandwidth': {x!r} is not a bandwidth > 0 "
+                                "(GB/s)")
+            return float(x)
         if name == "recompute_stages":
             if not isinstance(x, int) or isinstance(x, bool) or x < 0:
                 raise self.fail(line, f"axis 'recompute_stages': {x!r} is not an integer "

@@ -127,8 +127,8 @@ def test_bad_grid_is_one_line_and_exit_2(write_grid: WriteGrid, tmp_path: Path) 
     assert result.stderr.strip().splitlines() == [
         f"ppsched: error: {grid}, line 4: unknown axis 'pp' (did you mean 'p'?); the axes "
         "are p, m, v, placement, memory_limit, t_f, t_b, t_w, t_comm, m_b, m_w, "
-        "microbatch_spread, offload_ratio, recompute_stages, scale.FIELD "
-        "and scale.FIELD[STAGE] (FIELD one of t_f, t_b, t_w, t_comm, m_b, m_w)"]
+        "microbatch_spread, offload_ratio, host_bandwidth, gpus_per_node, recompute_stages, "
+        "scale.FIELD and scale.FIELD[STAGE] (FIELD one of t_f, t_b, t_w, t_comm, m_b, m_w)"]
     assert not (tmp_path / "r.jsonl").exists()
 
 

@@ -31,6 +31,42 @@ def test_offload_ratio_sizes_the_copies_after_the_cut(write_grid: WriteGrid) -> 
             tuple(k * (f + b) for f, b in zip(problem.t_f, problem.t_b, strict=True)))
 
 
+def test_host_bandwidth_sizes_each_copy_and_gpus_per_node_shares_the_link(
+        write_grid: WriteGrid) -> None:
+    tasks = expand_grid(load_grid(write_grid("""
+        profiles: [{UNIFORM}]
+        methods: [heuristic]
+        axes:
+          host_bandwidth: [10, 40]
+          gpus_per_node: [1, 2]
+    """)))
+    assert [(t.config["host_bandwidth"], t.config["gpus_per_node"]) for t in tasks] == [
+        (10.0, 1), (10.0, 2), (40.0, 1), (40.0, 2)]
+    for task in tasks:
+        problem = parse_profile(task.profile).problem
+        gb = task.config["host_bandwidth"]
+        # m_b GiB over gb GB/s, in ms.
+        assert problem.t_offload == pytest.approx(
+            tuple(m * 2**30 / (gb * 1e9) * 1e3 for m in problem.m_b))
+        node = task.config["gpus_per_node"]
+        assert len(problem.shared_host_link) == (0 if node == 1
+                                                 else problem.num_ranks // node)
+
+
+@pytest.mark.parametrize(("axes", "words"), [
+    ("host_bandwidth: [0]", "axis 'host_bandwidth': 0 is not a bandwidth > 0"),
+    ("gpus_per_node: [1.5]", "axis 'gpus_per_node': 1.5 is not an integer >= 1"),
+])
+def test_bad_host_axes_are_named(write_grid: WriteGrid, axes: str, words: str) -> None:
+    with pytest.raises(GridError, match=words):
+        load_grid(write_grid(f"""
+            profiles: [{{UNIFORM}}]
+            methods: [heuristic]
+            axes:
+              {axes}
+        """))
+
+
 def test_recompute_stages_names_the_method_and_offers_recompute(
         write_grid: WriteGrid) -> None:
     tasks = expand_grid(load_grid(write_grid("""
