@@ -57,6 +57,7 @@ ACCEPTED = {
                         "a rank in at most one group",
     "host_memory_limit": "null (no limit), a number > 0, or a list of num_ranks numbers",
     "gpus_per_node": "null or an integer >= 1 that divides num_ranks",
+    "t_op": "null or a finite number >= 0 (time added to every compute op)",
 }
 
 
@@ -173,6 +174,15 @@ class Problem:
                 factors = memory_scale if name in ("m_b", "m_w", "t_comm") else time_scale
                 matrices[name] = tuple(tuple(x * c for c in factors) for x in rows[name])
                 rows[name] = tuple(_mean(row) for row in matrices[name])
+        overhead = _op_overhead(profile.t_op)
+        if overhead:
+            # The runtime's per-op work (t_op) does not grow with the microbatch: added
+            # after the scales, to every compute op's time.
+            for name in ("t_f", "t_b", "t_w"):
+                rows[name] = tuple(x + overhead for x in rows[name])
+                if matrices[name]:
+                    matrices[name] = tuple(tuple(x + overhead for x in row)
+                                           for row in matrices[name])
         if all(len(set(row)) <= 1 for matrix in matrices.values() for row in matrix):
             matrices = {name: () for name in fields}  # alike: derived from the rows
         # m_w may exceed m_b (DESIGN.md section 6.1): a B then adds m_w - m_b > 0.
@@ -448,8 +458,11 @@ def _with_policies(problem: Problem, profile: Profile) -> Problem:
                            "policies take alike microbatches only, for now")
     zeros = (0.0,) * n
     t_offload = per_stage("t_offload", per_stage("t_reload", zeros))
+    # R is a compute op: it pays t_op too (the default t_r, t_f, already holds it).
+    t_r = problem.t_f if profile.t_r is None else \
+        _plus(_per_stage("t_r", profile.t_r, n), _op_overhead(profile.t_op))
     return dataclasses.replace(
-        problem, t_r=per_stage("t_r", problem.t_f), m_ckpt=per_stage("m_ckpt", zeros),
+        problem, t_r=t_r, m_ckpt=per_stage("m_ckpt", zeros),
         t_offload=t_offload, t_reload=per_stage("t_reload", t_offload),
         m_keep=per_stage("m_keep", zeros),
         can_recompute=profile.t_r is not None or profile.m_ckpt is not None,
@@ -472,6 +485,19 @@ def _non_negative(field: str, x: float, index: int | None) -> float:
     if not math.isfinite(x) or x < 0:
         raise ProfileError(name, x, "a finite number >= 0")
     return float(x)
+
+
+def _op_overhead(t_op: float | None) -> float:
+    if t_op is None:
+        return 0.0
+    if isinstance(t_op, bool) or not isinstance(t_op, int | float) or not math.isfinite(t_op) \
+            or t_op < 0:
+        raise ProfileError("t_op", t_op, ACCEPTED["t_op"])
+    return float(t_op)
+
+
+def _plus(values: tuple[float, ...], extra: float) -> tuple[float, ...]:
+    return tuple(x + extra for x in values)
 
 
 def _node_groups(gpus_per_node: int | None, p: int) -> list[list[int]]:

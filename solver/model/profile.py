@@ -29,7 +29,7 @@ PerStage = float | list[float]
 PerStageMb = float | list[float] | list[list[float]]
 
 _EXTENSIONS = ("microbatches", "t_r", "m_ckpt", "t_offload", "t_reload", "m_keep",
-               "shared_host_link", "host_memory_limit", "gpus_per_node")
+               "shared_host_link", "host_memory_limit", "gpus_per_node", "t_op")
 
 
 class MicrobatchScale(BaseModel):
@@ -75,6 +75,12 @@ class Profile(BaseModel):
         "p values, or null for no limit.",
     )
 
+    t_op: float | None = Field(
+        None,
+        description="Per-op overhead (a DESIGN.md section 3 extension): time added to every "
+        "compute op (F, B, W, R) on top of its t_f, t_b, t_w or t_r: the runtime's own "
+        "work between kernels, as the profiler measures it; null or 0 for none.",
+    )
     overlap: float = Field(
         1.0,
         description="DESIGN.md 6.4: an FB op (the F of one microbatch overlapped with the "
