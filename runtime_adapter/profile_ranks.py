@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from ppsched.runtime_adapter.op_overhead import measure_t_op
 from ppsched.runtime_adapter.profiler import Timer, build_profile, measure_t_comm, saved_bytes
 from ppsched.runtime_adapter.stage import LossFn, StageRunner
 from ppsched.runtime_adapter.values import Value, call, flatten, unflatten
@@ -82,7 +83,7 @@ def profile_model(stages_for_rank: Callable[[int], Mapping[int, nn.Module]],
                   num_microbatches: int, num_chunks: int = 1, placement: str | None = None,
                   memory_limit: float | None = None, warmup: int = 2, iters: int = 5,
                   name: str | None = None, group: dist.ProcessGroup | None = None,
-                  ) -> dict[str, Any] | None:
+                  measure_overhead: bool = True) -> dict[str, Any] | None:
     """Profile a model whose stages live on the ranks of `group` (a collective).
 
     Args:
@@ -96,6 +97,8 @@ def profile_model(stages_for_rank: Callable[[int], Mapping[int, nn.Module]],
         num_microbatches, num_chunks, placement, memory_limit, name: echoed into the
             profile (DESIGN.md section 2); p is the group's size.
         warmup, iters: untimed and timed rounds of each stage.
+        measure_overhead: also measure the executor's per-op overhead ``t_op`` on the
+            ranks (`runtime_adapter.op_overhead`), which the cost model adds to every op.
 
     Returns:
         On rank 0 the profile JSON object (validated by `parse_profile`); None elsewhere.
@@ -119,6 +122,7 @@ def profile_model(stages_for_rank: Callable[[int], Mapping[int, nn.Module]],
         inputs[s], target if s == last else None, warmup=warmup, iters=iters)
         for s, module in sorted(mine.items())}
     t_comm = _t_comm(inputs, rank, p, group)
+    t_op = measure_t_op(group, device=_device()) if measure_overhead else None
     gathered: list[Any] = [None] * p if rank == 0 else []
     dist.gather_object(figures, gathered if rank == 0 else None, dst=_global(0, group),
                        group=group)
@@ -133,7 +137,7 @@ def profile_model(stages_for_rank: Callable[[int], Mapping[int, nn.Module]],
         m_w_bytes=[f.m_w for f in ordered], num_ranks=p, num_microbatches=num_microbatches,
         num_chunks=num_chunks, placement=placement, t_comm=t_comm, memory_limit=memory_limit,
         iters=iters, device=device, name=name,
-        how=f" on {p} ranks, each measuring its own stages")
+        how=f" on {p} ranks, each measuring its own stages", t_op=t_op)
 
 
 def stages_of_rank(p: int, v: int, placement: str | None) -> tuple[tuple[int, ...], ...]:

@@ -162,12 +162,15 @@ def build_profile(*, t_f: Sequence[float], t_b: Sequence[float], t_w: Sequence[f
                   m_b_bytes: Sequence[int], m_w_bytes: Sequence[int], num_ranks: int,
                   num_microbatches: int, num_chunks: int, placement: str | None,
                   t_comm: float, memory_limit: float | None, iters: int,
-                  device: torch.device, name: str | None, how: str = "") -> dict[str, Any]:
+                  device: torch.device, name: str | None, how: str = "",
+                  t_op: float | None = None) -> dict[str, Any]:
     """The profile JSON object of per-stage medians (ms) and bytes, validated.
 
     Args:
         how: words added to the description after "measured by runtime_adapter.profiler"
             (e.g. "on 2 ranks, each its own stages").
+        t_op: the executor's per-op overhead in ms (`runtime_adapter.op_overhead`), when
+            measured on the ranks.
     """
     num_stages = len(t_f)
     m_b, m_w = list(m_b_bytes), list(m_w_bytes)
@@ -195,6 +198,10 @@ def build_profile(*, t_f: Sequence[float], t_b: Sequence[float], t_w: Sequence[f
     }
     if num_chunks > 1:
         profile["placement"] = placement
+    if t_op is not None:
+        profile["t_op"] = _r(t_op)
+        profile["description"] += (f"; t_op: the executor's own time per op, {_r(t_op)} ms, "
+                                   "from a recorded step on the ranks")
     parse_profile(profile)  # the solver must accept it as is
     return profile
 

@@ -88,5 +88,7 @@ def test_torchrun_profiles_the_gpt_per_rank(tmp_path: Path) -> None:
     profile = json.loads(out.read_text())
     assert profile["num_ranks"] == 2 and len(profile["t_f"]) == 2
     assert "on 2 ranks, each measuring its own stages" in profile["description"]
+    assert profile["t_op"] > 0 and "t_op: the executor's own time per op" in \
+        profile["description"]
     assert profile["m_w"][0] > profile["m_b"][0]  # the 2048-word embedding's gradient
     parse_profile(profile)
