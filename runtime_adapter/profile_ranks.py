@@ -200,14 +200,27 @@ def _global(rank: int, group: dist.ProcessGroup | None) -> int:
 
 
 def _t_comm(inputs: Mapping[int, Value], rank: int, p: int,
-            group: dist.ProcessGroup | None) -> float:
-    """Half the round trip between ranks 0 and 1 of stage 1's input (stage 0's output)."""
+            group: dist.ProcessGroup | None) -> float | list[float]:
+    """The latency of each stage boundary, from its message's size: ``latency + bytes /
+    bandwidth``, both measured between ranks 0 and 1 (half the round trip of a one-element
+    tensor, and of a large one for the bandwidth); one number when every boundary carries
+    the same bytes."""
     if p < 2:
         return 0.0
-    meta: list[Any] = [None]
-    if rank == 1:  # the loop and V placements both put stage 1 on rank 1
-        tensors = flatten(inputs[1], "input")[1]
-        meta = [(tuple(tensors[0].shape), tensors[0].dtype)]
-    dist.broadcast_object_list(meta, _global(1, group), group=group)
-    shape, dtype = meta[0]
-    return measure_t_comm(shape, dtype, device=_device(), group=group)
+    # Every rank holds the inputs of its own stages: stage s + 1's input is s's message.
+    sizes = {s: sum(t.numel() * t.element_size() for t in flatten(x, "input")[1])
+             for s, x in inputs.items() if s > 0}
+    gathered: list[Any] = [None] * p
+    dist.all_gather_object(gathered, sizes, group=group)
+    message = {s - 1: n for part in gathered for s, n in part.items()}
+    boundaries = [message[s] for s in range(len(message))]
+    latency = measure_t_comm((1,), torch.float32, device=_device(), group=group)
+    big = max(max(boundaries), _BANDWIDTH_PROBE_BYTES)
+    transfer = measure_t_comm((big // 4,), torch.float32, device=_device(), group=group)
+    ms_per_byte = max(transfer - latency, 0.0) / big
+    per_link = [latency + n * ms_per_byte for n in boundaries]
+    return per_link[0] if len(set(boundaries)) == 1 else per_link
+
+
+# Large enough that the copy, not the latency, dominates its time.
+_BANDWIDTH_PROBE_BYTES = 8 * 2**20

@@ -161,7 +161,7 @@ def profile_stages(stages: Sequence[nn.Module], example_input: torch.Tensor, los
 def build_profile(*, t_f: Sequence[float], t_b: Sequence[float], t_w: Sequence[float],
                   m_b_bytes: Sequence[int], m_w_bytes: Sequence[int], num_ranks: int,
                   num_microbatches: int, num_chunks: int, placement: str | None,
-                  t_comm: float, memory_limit: float | None, iters: int,
+                  t_comm: float | list[float], memory_limit: float | None, iters: int,
                   device: torch.device, name: str | None, how: str = "",
                   t_op: float | None = None) -> dict[str, Any]:
     """The profile JSON object of per-stage medians (ms) and bytes, validated.
@@ -192,7 +192,8 @@ def build_profile(*, t_f: Sequence[float], t_b: Sequence[float], t_w: Sequence[f
         "num_ranks": num_ranks, "num_microbatches": num_microbatches,
         "num_chunks": num_chunks,
         "t_f": [_r(x) for x in t_f], "t_b": [_r(x) for x in t_b],
-        "t_w": [_r(x) for x in t_w], "t_comm": _r(t_comm),
+        "t_w": [_r(x) for x in t_w],
+        "t_comm": [_r(x) for x in t_comm] if isinstance(t_comm, list) else _r(t_comm),
         "m_b": [_r(b / MIB) for b in m_b], "m_w": [_r(w / MIB) for w in m_w],
         "memory_limit": memory_limit,
     }
