@@ -20,6 +20,8 @@ from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.render.torch_csv import parse_torch_csv, render_torch_csv
 from ppsched.solver.sim.simulator import validate
 
+from tests.needs import import_torch
+
 GOLDEN = Path(__file__).parent / "golden"
 CASES = [  # (schedule, p, v, m)
     ("1f1b-interleaved", 2, 2, 4), ("1f1b-interleaved", 4, 2, 8),
@@ -57,7 +59,7 @@ def test_golden_schedule(name: str, p: int, v: int, m: int) -> None:
 
 @pytest.mark.parametrize(("p", "m"), [(2, 4), (4, 8)])
 def test_zb_v_csv_loads_with_torch_reader(p: int, m: int) -> None:
-    pytest.importorskip("torch")
+    import_torch()
     from torch.distributed.pipelining.schedules import PipelineScheduleMulti, _Action
 
     # _load_csv is an instance method of torch's multi-stage schedules; an instance made
