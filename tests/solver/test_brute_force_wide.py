@@ -90,6 +90,14 @@ def test_heuristic_against_the_optimum(p: int, m: int, seed: int) -> None:
         assert value <= paper.cost + 1e-9
 
 
+def test_the_paper_builds_on_most_cases() -> None:
+    # The paper comparison above runs only where its algorithm builds under the limit;
+    # it builds on 99 of the 120 cases (measured), so it cannot go vacuous.
+    built = sum(paper_zb(parse_profile(wide_case(p, m, seed)).problem) is not None
+                for p, m, seed in CASES)
+    assert built >= 90, f"the paper's algorithm builds on {built} of {len(CASES)} only"
+
+
 def test_regression_case_optimum() -> None:
     # Issue 11's case found by exhaustive search: the optimum is 32.5.
     problem = parse_profile({
