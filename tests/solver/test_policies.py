@@ -3,6 +3,7 @@ limit, and beats keeping every activation where memory binds, on every default l
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ import pytest
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.offload_sizing import with_offload
 from ppsched.solver.model.ops import Op
+from ppsched.solver.model.policy_fields import PolicyFields, policy_fields
+from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.policies.fit import count_policies, keep_only, offers_policies
 from ppsched.solver.sim.simulator import validate
@@ -168,3 +171,18 @@ def test_random_profiles_valid_and_never_worse_than_keep(seed: int) -> None:
     keep_cost, _ = _checked(parse_profile(keep), layouts)
     cost, _ = _checked(parse_profile(offered), layouts)
     assert cost <= keep_cost + 1e-9
+
+
+def test_policy_fields_read_the_problems_own_values() -> None:
+    # Review finding 15: the fields are read directly, so a value set on the problem
+    # arrives (none reads as its default) and every field PolicyFields names is one of
+    # Problem's (a renamed field fails loudly instead of reading as "no policy").
+    assert {f.name for f in dataclasses.fields(PolicyFields)} <= \
+        {f.name for f in dataclasses.fields(Problem)}
+    base = parse_profile(_data("uniform-p4-m8", memory_limit=2.0)).problem
+    given = {"can_recompute": True, "can_offload": True, "t_r": (0.7,) * 4,
+             "m_ckpt": (0.1,) * 4, "t_offload": (0.3,) * 4, "t_reload": (0.4,) * 4,
+             "m_keep": (0.2,) * 4, "copy_lanes": 1, "shared_host_link": ((0, 1), (2, 3)),
+             "host_memory_limit": (9.0,) * 4}
+    fields = policy_fields(dataclasses.replace(base, **given))
+    assert {name: getattr(fields, name) for name in given} == given
