@@ -6,8 +6,8 @@ where the run promised to have it.
   failure. The `tests/interop` and `tests/runtime_adapter` conftests and every torch
   comparison in `tests/solver` go through `torch_installed` / `import_torch`.
 - the shared folder beside the checkout (``../shared``: the public profiles' originals,
-  the published seed texts): under CI (``CI=true``, as CI services set it) a missing
-  folder fails the test; elsewhere it skips.
+  the independent contract checker): under CI (``CI=true``, as CI services set it) a
+  missing folder fails the test; elsewhere it skips.
 """
 
 from __future__ import annotations
