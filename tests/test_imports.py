@@ -6,7 +6,10 @@ Every import statement counts, the ones inside functions too; only imports under
 - inside `ppsched.solver`, sub-packages import only sub-packages on a lower floor
   (`FLOORS`), never a sibling on their own floor;
 - `ppsched.solver` imports neither torch nor the web stack, nor `ppsched.api` or
-  `ppsched.runtime_adapter`; those two do not import each other;
+  `ppsched.runtime_adapter`; those two do not import each other; none of the three
+  imports `benchmarks` or `tests`;
+- `ppsched.solver` has no dynamic import (``importlib.import_module``, ``__import__``),
+  which this reading of the source could not see;
 - no import circle anywhere in `solver/`, `api/` and `runtime_adapter/`.
 """
 
@@ -35,6 +38,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 SUBPACKAGE_FLOOR = {name: floor for floor, names in enumerate(FLOORS) for name in names}
 NOT_IN_SOLVER = ("torch", "fastapi", "starlette", "uvicorn", "ppsched.api",
                  "ppsched.runtime_adapter")
+# The product never imports its benchmarks or its tests (they are not installed).
+NOT_IN_PRODUCT = ("benchmarks", "tests")
+FORBIDDEN = {"solver": (*NOT_IN_SOLVER, *NOT_IN_PRODUCT),
+             "api": ("ppsched.runtime_adapter", "torch", *NOT_IN_PRODUCT),
+             "runtime_adapter": ("ppsched.api", "fastapi", "uvicorn", *NOT_IN_PRODUCT)}
 
 
 def _module_name(path: Path) -> str:
@@ -51,10 +59,16 @@ def modules() -> dict[str, Path]:
             for path in sorted((ROOT / folder).rglob("*.py"))}
 
 
+def _type_checking(test: ast.expr) -> bool:
+    """Whether an ``if`` tests exactly ``TYPE_CHECKING`` (or ``typing.TYPE_CHECKING``):
+    ``if not TYPE_CHECKING:`` and the like run, so they count."""
+    return ast.unparse(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
 def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
     """Every node except those under ``if TYPE_CHECKING:``."""
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if isinstance(node, ast.If) and _type_checking(node.test):
             yield from (n for orelse in node.orelse for n in [orelse, *_runtime_nodes(orelse)])
             continue
         yield node
@@ -123,15 +137,48 @@ def test_solver_subpackages_import_only_downward() -> None:
     assert not wrong, "imports that do not point down:\n" + "\n".join(sorted(wrong))
 
 
+def _forbidden(imports: dict[str, frozenset[str]], forbidden: tuple[str, ...]) -> list[str]:
+    """``module imports name`` for each name of `imports` in or under `forbidden`."""
+    return sorted(f"{module} imports {name}" for module, names in imports.items()
+                  for name in names
+                  if any(name == bad or name.startswith(bad + ".") for bad in forbidden))
+
+
 @pytest.mark.parametrize("folder", ["solver", "api", "runtime_adapter"])
 def test_layers_stay_pure(folder: str) -> None:
-    forbidden = {"solver": NOT_IN_SOLVER, "api": ("ppsched.runtime_adapter", "torch"),
-                 "runtime_adapter": ("ppsched.api", "fastapi", "uvicorn")}[folder]
-    wrong = [f"{module} imports {name}" for module in modules()
-             if module.startswith(FOLDERS[folder])
-             for name in imports_of(module)
-             if any(name == bad or name.startswith(bad + ".") for bad in forbidden)]
-    assert not wrong, "\n".join(sorted(wrong))
+    wrong = _forbidden({module: imports_of(module) for module in modules()
+                        if module.startswith(FOLDERS[folder])}, FORBIDDEN[folder])
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_purity_rule_finds_a_forbidden_import() -> None:
+    # The rule can fail: torch inside a function of a solver module, api in the runtime.
+    source = ("def f():\n    import torch.distributed\n"
+              "if not TYPE_CHECKING:\n    import ppsched.api.cli\n")
+    names = frozenset(alias.name for node in _runtime_nodes(ast.parse(source))
+                      if isinstance(node, ast.Import) for alias in node.names)
+    assert _forbidden({"m": names}, FORBIDDEN["solver"]) == [
+        "m imports ppsched.api.cli", "m imports torch.distributed"]
+    assert _forbidden({"m": frozenset({"ppsched.api"})}, FORBIDDEN["runtime_adapter"])
+    assert _forbidden({"m": frozenset({"benchmarks.readme"})}, FORBIDDEN["api"])
+    assert not _forbidden({"m": frozenset({"torchvision_like", "ppsched.apix"})},
+                          FORBIDDEN["solver"])
+
+
+def _dynamic_imports(tree: ast.AST) -> list[str]:
+    """Calls that import a module by a name computed at run time."""
+    return [ast.unparse(node.func) for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and ast.unparse(node.func).split(".")[-1] in ("import_module", "__import__")]
+
+
+def test_the_solver_has_no_dynamic_import() -> None:
+    # This test reads import statements; an import by computed name would slip past it.
+    found = [f"{module}: {call}" for module, path in modules().items()
+             if module.startswith("ppsched.solver")
+             for call in _dynamic_imports(ast.parse(path.read_text()))]
+    assert not found, "\n".join(found)
+    assert _dynamic_imports(ast.parse("importlib.import_module('torch')\n__import__('x')"))
 
 
 def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:

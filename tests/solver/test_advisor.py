@@ -101,9 +101,9 @@ def test_shapes_that_do_not_split_are_not_applicable() -> None:
     assert odd["1f1b"].step_time_s is not None
 
 
-@pytest.mark.skipif("dualpipe-v" not in REGISTRY, reason="DualPipe-V lands with the "
-                    "dualpipe branch; this turns on after the merge")
 def test_dualpipe_v_is_taken_from_the_registry() -> None:
+    # DualPipe-V is registered (it merged); losing it must fail here, not skip.
+    assert "dualpipe-v" in REGISTRY
     ranked = {c.strategy: c for c in advise(_config(num_microbatches=16))}
     assert ranked["dualpipe-v"].step_time_s is not None, ranked["dualpipe-v"].note
 

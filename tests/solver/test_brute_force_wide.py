@@ -44,6 +44,7 @@ def _optimum(problem: Problem) -> float:
         sim = simulate(problem, list(combo))
         if sim.ok and sim.metrics is not None:
             best = min(best, sim.metrics.cost)
+    assert best < float("inf"), "no valid schedule: a bound held against it would pass vacuously"
     return best
 
 
@@ -88,6 +89,14 @@ def test_heuristic_against_the_optimum(p: int, m: int, seed: int) -> None:
     if paper is not None:
         assert paper.cost >= optimum - 1e-9
         assert value <= paper.cost + 1e-9
+
+
+def test_the_paper_builds_on_most_cases() -> None:
+    # The paper comparison above runs only where its algorithm builds under the limit;
+    # it builds on 99 of the 120 cases (measured), so it cannot go vacuous.
+    built = sum(paper_zb(parse_profile(wide_case(p, m, seed)).problem) is not None
+                for p, m, seed in CASES)
+    assert built >= 90, f"the paper's algorithm builds on {built} of {len(CASES)} only"
 
 
 def test_regression_case_optimum() -> None:

@@ -74,6 +74,7 @@ def _optimum(problem: Problem, fifo: bool) -> float:
         sim = simulate(problem, list(combo))
         if sim.ok and sim.metrics is not None:
             best = min(best, sim.metrics.cost)
+    assert best < float("inf"), "no valid schedule: a bound held against it would pass vacuously"
     return best
 
 

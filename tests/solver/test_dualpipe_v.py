@@ -28,6 +28,8 @@ from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import validate
 
+from tests.needs import import_torch
+
 RANKS = (1, 2, 3, 4, 6)
 
 
@@ -119,7 +121,7 @@ def test_refuses_one_chunk_profiles() -> None:
 @pytest.mark.parametrize(("p", "m"), [(p, m) for p, m in itertools.product((1, 2, 3, 4), (8, 9))
                                       if m >= 2 * p])
 def test_same_actions_as_torch_dualpipev(p: int, m: int) -> None:
-    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    schedules = import_torch("torch.distributed.pipelining.schedules")
     # torch computes each rank's list in a method that needs no stages; call it alone.
     reference = schedules.ScheduleDualPipeV.__new__(schedules.ScheduleDualPipeV)
     reference.pp_group_size, reference._n_microbatches = p, m

@@ -18,6 +18,8 @@ from ppsched.solver.render.torch_csv import render_torch_csv
 from ppsched.solver.render.trace import render_trace
 from ppsched.solver.sim.emit import schedule_from_orders
 
+from tests.needs import import_torch
+
 _SVG = "{http://www.w3.org/2000/svg}"
 
 
@@ -106,7 +108,7 @@ def _simulate_comms(schedules: Any, schedule: Any) -> Any:
 
 @pytest.mark.parametrize(("p", "m"), [(2, 4), (3, 7), (4, 8), (4, 13)])
 def test_torch_loads_the_csv_and_finds_no_deadlock(tmp_path: Path, p: int, m: int) -> None:
-    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    schedules = import_torch("torch.distributed.pipelining.schedules")
     path = tmp_path / "dualpipe-v.csv"
     path.write_text(render_torch_csv(_schedule(p, m)))
     schedule = _torch_schedule(schedules, p, m)
@@ -125,7 +127,7 @@ def test_torch_loads_the_csv_and_finds_no_deadlock(tmp_path: Path, p: int, m: in
 
 def test_torch_comms_simulation_catches_a_deadlock(tmp_path: Path) -> None:
     # The check can fail: rank 1 waiting for a gradient rank 0 sends only later does.
-    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    schedules = import_torch("torch.distributed.pipelining.schedules")
     schedule = _schedule(2, 4)
     orders = schedule.orders()
     fb = next(i for i, op in enumerate(orders[0]) if isinstance(op, FBOp))

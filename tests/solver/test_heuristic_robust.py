@@ -109,6 +109,14 @@ def test_heuristic_never_worse_than_the_paper(seed: int) -> None:
         assert best.cost == pytest.approx(min(every))
 
 
+def test_the_paper_builds_on_most_seeds() -> None:
+    # The comparison above runs only where the paper's algorithm builds under the limit;
+    # on this fixed seed table it builds on 71 of 80 (measured), so it cannot go vacuous.
+    built = sum(paper_zb(parse_profile(random_profile(random.Random(seed))).problem)
+                is not None for seed in range(80))
+    assert built >= 60, f"the paper's algorithm builds on {built} of 80 seeds only"
+
+
 def test_gpt15b_at_1_5p_meets_the_reference() -> None:
     # Issue 11: ours 1208.7 against the reference heuristic's 1187.6 at --memory-limit 12.
     data = json.loads((ROOT / "profiles" / "gpt1.5b-p8-m24.json").read_text())

@@ -89,3 +89,14 @@ def test_ilp_bounds_hold_over_every_layout(limit: float) -> None:
         assert info.bound <= alone.metrics.cost * (1 + TOL)
         assert info.layout_bounds[layout] <= alone.metrics.cost * (1 + TOL)
     assert info.bound_scope is not None and "loop2" in info.bound_scope
+
+
+@pytest.mark.parametrize("method", ["heuristic", "ilp"])
+def test_solver_info_carries_no_undeclared_field(method: str) -> None:
+    # Review finding 16: everything solve writes on SolverInfo (bound_scope, the layouts,
+    # their bounds) is a declared field, so the schedule JSON's schema describes it all.
+    profile = load_profile(ROOT / "profiles" / "uniform-p4-m8.json")
+    schedule = solve(profile, method, exact=ExactOptions(work_limit=1, workers=1, seed=0))
+    assert schedule.solver is not None
+    assert schedule.solver.bound_scope is not None
+    assert not schedule.solver.model_extra, sorted(schedule.solver.model_extra or {})

@@ -85,11 +85,13 @@ def test_recompute_suffix_needs_a_named_schedule() -> None:
 @pytest.mark.parametrize("v", [2, 3])
 @pytest.mark.parametrize("ratio", [0.25, 1.25])
 def test_pipeoffload_schedules_validate(p: int, v: int, ratio: float) -> None:
+    grouped = 0
     for m in range(p, 3 * p + 1):
         try:
             group_size(m, p)
-        except ProfileError:
+        except ProfileError:  # no group size in ceil(p/2)..p divides m: refused by name
             continue
+        grouped += 1
         base = _chunked(p, m, v)
         copy = [ratio * (f + b) for f, b in zip(base.t_f, base.t_b, strict=True)]
         problem = _chunked(p, m, v, t_offload=copy[0])
@@ -105,6 +107,7 @@ def test_pipeoffload_schedules_validate(p: int, v: int, ratio: float) -> None:
                 assert all(s < p for s, _ in policy)  # the first chunk only
             assert max(sim.memory_peak) <= max(keep.memory_peak) + 1e-9
             assert sim.metrics.lower_bound <= sim.metrics.cost + 1e-9
+    assert grouped >= 3  # m = p, 2p and 3p always group (g = p divides them)
 
 
 def test_full_offloads_more_than_selective_and_holds_less() -> None:

@@ -17,6 +17,8 @@ from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.result import Metrics, Simulation
 from ppsched.solver.sim.simulator import simulate, validate
 
+from tests.floors import Tally
+
 GENERATORS = ("gpipe", "1f1b", "zb-h1", "zb-h2")
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -103,17 +105,26 @@ def test_heuristic_by_makespan(data: dict[str, Any]) -> None:
     assert build.makespan == pytest.approx(metrics.makespan, abs=1e-9)
 
 
-@settings(max_examples=60, deadline=None)
-@given(data=random_profiles())
-def test_heuristic_no_worse_than_fitting_generators(data: dict[str, Any]) -> None:
+def test_heuristic_no_worse_than_fitting_generators() -> None:
     # ZB-H1 and ZB-H2 are among the heuristic's candidates wherever they fit the limit.
-    problem = parse_profile(data).problem
-    cost = zb_heuristic(problem).cost
-    for name in ("zb-h1", "zb-h2"):
-        sim = simulate(problem, REGISTRY[name](problem))
-        if sim.ok:
-            assert sim.metrics is not None
-            assert cost <= sim.metrics.cost + 1e-9
+    fitting = Tally("ZB-H1 or ZB-H2 fits the limit")
+
+    @settings(max_examples=60, deadline=None)
+    @given(data=random_profiles())
+    def check(data: dict[str, Any]) -> None:
+        problem = parse_profile(data).problem
+        cost = zb_heuristic(problem).cost
+        fits = 0
+        for name in ("zb-h1", "zb-h2"):
+            sim = simulate(problem, REGISTRY[name](problem))
+            if sim.ok:
+                fits += 1
+                assert sim.metrics is not None
+                assert cost <= sim.metrics.cost + 1e-9
+        fitting.note(fits > 0)
+
+    check()
+    fitting.assert_floor(0.2)  # measured over 24 seeds: 43-93% of 60 draws
 
 
 @pytest.mark.parametrize("name", [*GENERATORS, "heuristic"])

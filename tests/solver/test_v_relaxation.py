@@ -89,6 +89,7 @@ def _one_rank_optimum(problem: Problem) -> float:
         sim = simulate(problem, [order])
         if sim.ok and sim.metrics is not None:
             best = min(best, sim.metrics.cost)
+    assert best < float("inf"), "no valid schedule: a bound held against it would pass vacuously"
     return best
 
 

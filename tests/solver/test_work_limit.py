@@ -20,6 +20,8 @@ from ppsched.solver.exact.work_limit import DEFAULT_WALL_S, set_limits, wall_lim
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.solving import ExactOptions
 
+from tests.solver.pins import PINNED_2026_11_27_FIFO_OPTIMUM_LIMIT_6
+
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"
 
@@ -126,7 +128,7 @@ def test_limit_6_proves_the_same_optimum_idle_and_loaded(tmp_path: Path) -> None
     # Issue 27: --time-limit 30 proved 1527.3 idle and kept the heuristic's 1895.4 loaded.
     info = _three_runs_agree(tmp_path, 6, 10)
     assert info["status"] == "optimal"
-    assert info["objective"] == pytest.approx(1527.3)
+    assert info["objective"] == pytest.approx(PINNED_2026_11_27_FIFO_OPTIMUM_LIMIT_6)
 
 
 @pytest.mark.slow  # three solves of about 30 s CPU each

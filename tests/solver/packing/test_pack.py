@@ -56,6 +56,8 @@ def assert_complete(result: PackResult) -> None:
         for replica in packing.replicas:
             for mb in replica.microbatches:
                 assert mb.tokens == sum(spec.lengths[i] for i in mb.samples) <= spec.cap
+            # No schedule exactly where the replica got no microbatch; the rest validate.
+            assert (replica.schedule is None) == (not replica.microbatches)
             if replica.schedule is not None:
                 assert_validates(replica.schedule)
         assert packing.step_time == max(r.cost for r in packing.replicas)
