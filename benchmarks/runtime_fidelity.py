@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             profile_lines[p] = (f"p={p} (repeat {repeat + 1}, load {load:.1f}), one stage per "
                                 f"rank, ms: t_f "
                                 f"{one['t_f']}  t_b {one['t_b']}  t_w {one['t_w']}  t_comm "
-                                f"{one['t_comm']}; MiB: m_b {one['m_b']}  m_w {one['m_w']}")
+                                f"{one['t_comm']}  t_op {one.get('t_op', 0)}; MiB: m_b "
+                                f"{one['m_b']}  m_w {one['m_w']}")
             print(profile_lines[p], flush=True)
     overhead = {p: _overhead(p, sizes) for p in ranks}
     load_after = os.getloadavg()
