@@ -11,7 +11,14 @@ of that cut under the DESIGN.md cost model (makespan, from the first op's start 
   gradient still crosses stages ``s-1..0`` (``tail``: their ``t_b`` and the latencies), so
   ``head + m (t_f + t_b) + tail`` bounds it too.
 
-Both depend on ``i`` and ``j`` only (prefix sums), so the cut's bound, the largest of its
+- memory: rank `s` holds a microbatch's ``m_b`` from its F's end to its B's start, a
+  stretch of at least ``trip`` (the forward and backward through every later layer and
+  link), and at most ``k = floor(limit / m_b)`` at once; of ``m`` such stretches with at
+  most ``k`` overlapping, the ``(i + k)``-th starts after one of the ``k`` before it ends,
+  so the last ends ``ceil(m / k) * trip`` after the first starts: ``head + t_f + ceil(m /
+  k) trip + t_b + tail`` bounds it.
+
+All depend on ``i`` and ``j`` only (prefix sums), so the cut's bound, the largest of its
 stages', is a bottleneck objective: a dynamic program finds the least over every cut, and
 a count by threshold lists the cuts in order of it. Memory: rank `s` must hold its layers'
 ``m_b`` for one microbatch (`Problem.min_memory_per_rank`), within its limit.
@@ -57,7 +64,12 @@ class CutCosts:
                     if mb[j] - mb[i] > limit + 1e-9:
                         break  # more layers only need more memory
                     fb = (tf[j] - tf[i]) + (tb[j] - tb[i])
-                    row[j] = max(head + m * (fb + tw[j] - tw[i]), head + m * fb + tail)
+                    waves = _waves(m, limit, mb[j] - mb[i])
+                    trip = (tf[n] - tf[j]) + (tb[n] - tb[j]) + 2 * (latency[p - 1]
+                                                                    - latency[s])
+                    row[j] = max(head + m * (fb + tw[j] - tw[i]), head + m * fb + tail,
+                                 head + (tf[j] - tf[i]) + waves * trip + (tb[j] - tb[i])
+                                 + tail)
                 rows.append(tuple(row))
             cost.append(tuple(rows))
         return cls(p, n, tuple(cost))
@@ -152,6 +164,15 @@ class CutCosts:
                 hi = mid - 1
         upper = values[lo + 1] if lo + 1 < len(values) else math.inf
         return values[lo], upper
+
+
+def _waves(m: int, limit: float, held: float) -> int:
+    """ceil(m / k), k the microbatches a rank's limit lets it hold at once (each holds
+    `held` from its F to its B)."""
+    if held <= 0 or math.isinf(limit):
+        return 1
+    k = max(1, math.floor(limit / held + 1e-9))
+    return math.ceil(m / k)
 
 
 def all_cuts(num_layers: int, num_ranks: int) -> Iterator[Cut]:
