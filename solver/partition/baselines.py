@@ -76,9 +76,12 @@ def megatron_cuts(layers: LayerProfile) -> Iterator[tuple[int, int, Cut]]:
     p = layers.num_ranks
     first, end = blocks(layers)
     total = end - first
-    if p <= 2:
+    if p == 1:  # one stage is the first and the last
+        yield total, total, (len(layers.layers),)
+        return
+    if p == 2:
         for a in range(total + 1):
-            cut = _with_ends(layers, (a, total - a) if p == 2 else (total,))
+            cut = _with_ends(layers, (a, total - a))
             if cut is not None:
                 yield a, total - a, cut
         return

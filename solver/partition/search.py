@@ -96,8 +96,10 @@ def partition(layers: LayerProfile, budget: int = 256) -> Partition:
         if verdict.step_time < best.step_time:
             best = verdict
     else:
-        # Every cut under the threshold judged; the others have a bound >= `above`.
-        proven = above >= best.step_time - _EPS * max(1.0, best.step_time)
+        # Every cut under the threshold judged (unless more tie at the least bound than
+        # the budget lists); the others have a bound >= `above`.
+        complete = costs.count_under(threshold) <= len(candidates)
+        proven = complete and above >= best.step_time - _EPS * max(1.0, best.step_time)
     compared.insert(0, Compared("ppsched", best))
     return Partition(best, least, proven, len(run.seen), compared)
 

@@ -59,3 +59,25 @@ def test_bad_input_is_one_line_naming_the_field(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err, err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_overrides_reach_the_cut_profile(tmp_path: Path) -> None:
+    out = tmp_path / "best.json"
+    assert main(["partition", LLAMA, "-o", str(out), "--memory-limit", "17",
+                 "--microbatches", "8", "--candidates", "4"]) == 0
+    schedule = parse_schedule(json.loads(out.read_text()))
+    assert schedule.profile.memory_limit == 17.0 and schedule.profile.num_microbatches == 8
+    assert max(schedule.metrics.peak_memory) <= 17.0
+    # The budget bounds the cuts listed by bound; the rules' cuts are judged besides.
+    record = json.loads(out.read_text())["partition"]
+    distinct = {tuple(c["layers_per_stage"]) for c in record["compared"]}
+    assert record["judged"] >= len(distinct)
+
+
+def test_a_bad_option_value_is_one_line(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["partition", LLAMA, "-o", str(tmp_path / "x.json"), "--candidates", "0"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--candidates" in err and "'0'" in err

@@ -162,3 +162,40 @@ def test_megatron_tries_fewer_blocks_on_the_end_stages() -> None:
     # none (the end stages keep only the embedding and the head).
     assert set(tried) == {(2, 2), (0, 2), (1, 1), (2, 0), (0, 0)}
     assert tried[(1, 1)] == (2, 3, 3, 3)
+
+
+def test_one_and_two_ranks_and_unnamed_layers() -> None:
+    layers = [{"name": n, "t_f": t, "t_b": t, "t_w": t / 2, "m_b": 1.0, "m_w": 0.5}
+              for n, t in (("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 1.0))]
+    for p in (1, 2, 4):
+        data = {"num_ranks": p, "num_microbatches": 4, "layers": layers,
+                "memory_limit": [4.0] * p, "t_comm": [0.1] * (p - 1)}
+        found = partition(parse_layers(data))
+        assert found.proven
+        assert found.best.step_time == pytest.approx(best_by_exhaustion(parse_layers(data)))
+    one = parse_layers({"num_ranks": 1, "num_microbatches": 4, "layers": layers})
+    assert list(megatron_cuts(one)) == [(2, 2, (4,))]  # blocks: every layer but the ends
+
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_cut_dp_and_the_threshold_count_agree_with_listing_every_cut(seed: int) -> None:
+    layers = parse_layers(_random_case(100 + seed))
+    costs = CutCosts.of(layers)
+    bounds = {cut: costs.bound(cut) for cut in all_cuts(len(layers.layers),
+                                                        layers.num_ranks)}
+    least, cut = costs.least()
+    assert least == min(bounds.values())
+    if cut is None:
+        return
+    assert bounds[cut] == least
+    for budget in (1, 5, 40):
+        threshold, above = costs.threshold_for(budget, least)
+        listed = set(costs.under(threshold, budget))
+        under = {c for c, b in bounds.items() if b <= threshold}
+        assert costs.count_under(threshold) == len(under)
+        assert listed <= under and len(listed) == min(budget, len(under))
+        # Every cut not under the threshold has a bound >= `above` (what `proven` uses).
+        assert all(b >= above for c, b in bounds.items() if c not in under)
+        if len(under) > budget:  # more ties at the least bound than the budget lists
+            assert threshold == least
