@@ -22,6 +22,7 @@ MFU = 0.5
 HBM_BYTES_PER_S = 3.35e12
 HBM_EFFICIENCY = 0.7
 GIB = 2.0**30
+T_COMM_MS = 0.05  # an assumed activation send per link (small next to the layers' ms)
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,8 @@ def description(x: Shape) -> str:
         "GiB per microbatch: a block keeps 34*s*b*h bytes (Korthikanti et al. 2022, flash "
         "attention; gated MLPs (12+4*kv/heads)*s*b*h + 6*s*b*f), W holds the linear layers' "
         "inputs (6*s*b*h + 2*s*b*f); the head keeps its input and the fp32 logits "
-        "(4*s*b*V). memory_limit is 1p: what 1F1B needs on its busiest rank with the even "
-        "split of the blocks.")
+        "(4*s*b*V). t_comm: an assumed 0.05 ms per link. memory_limit is 1p: what 1F1B "
+        "needs on its busiest rank with the even split of the blocks.")
 
 
 def main() -> None:
@@ -145,7 +146,7 @@ def main() -> None:
         layers = layers_of(x)
         data = {"name": f"{x.name}-p{x.num_ranks}-m{x.num_microbatches}",
                 "description": description(x), "num_ranks": x.num_ranks,
-                "num_microbatches": x.num_microbatches, "t_comm": 0.05,
+                "num_microbatches": x.num_microbatches, "t_comm": T_COMM_MS,
                 "memory_limit": round(one_p(layers, x.num_ranks, x.num_microbatches), 4),
                 "layers": layers}
         path = OUT / f"{data['name']}.json"
