@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ppsched.solver.model.layers import LayerProfile, cut_profile
+from ppsched.solver.model.errors import ProfileError
+from ppsched.solver.model.layers import LayerProfile
 from ppsched.solver.partition.baselines import even_cut, megatron_cuts, torchtitan_cut
 from ppsched.solver.partition.cuts import Cut, CutCosts, all_cuts
 from ppsched.solver.partition.judge import Judged, judge
@@ -78,9 +79,9 @@ def partition(layers: LayerProfile, budget: int = 256) -> Partition:
     costs = CutCosts.of(layers)
     least, least_cut = costs.least()
     if least_cut is None:
-        # No cut fits: the even split's profile check names the rank and the limit.
-        cut_profile(layers, even_cut(layers) or _first_cut(layers))
-        raise AssertionError("a memory limit no cut fits passed the profile check")
+        raise ProfileError("memory_limit", layers.memory_limit, f"a limit some cut of the "
+                           f"{len(layers.layers)} layers into {layers.num_ranks} stages fits "
+                           "(each rank holds its layers' m_b for one microbatch), or null")
     run = _Judge(layers)
     compared = _baselines(layers, run)
     # The best judged so far bounds the search: the baselines and the least-bound cut.
@@ -102,11 +103,6 @@ def partition(layers: LayerProfile, budget: int = 256) -> Partition:
         proven = complete and above >= best.step_time - _EPS * max(1.0, best.step_time)
     compared.insert(0, Compared("ppsched", best))
     return Partition(best, least, proven, len(run.seen), compared)
-
-
-def _first_cut(layers: LayerProfile) -> Cut:
-    p, n = layers.num_ranks, len(layers.layers)
-    return (n - p + 1, *(1,) * (p - 1))
 
 
 def _baselines(layers: LayerProfile, run: _Judge) -> list[Compared]:
