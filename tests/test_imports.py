@@ -33,7 +33,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("sim", "generators", "render", "integrations"),
     ("heuristic", "policies", "exact", "weipipe"),
     ("solving",),
-    ("packing", "advisor"),
+    ("packing", "advisor", "partition"),
 )
 SUBPACKAGE_FLOOR = {name: floor for floor, names in enumerate(FLOORS) for name in names}
 NOT_IN_SOLVER = ("torch", "fastapi", "starlette", "uvicorn", "ppsched.api",

@@ -21,6 +21,7 @@ from ppsched.api.cli.advise import add_advise_parser
 from ppsched.api.cli.catalog import add_methods_parser, add_schema_parser
 from ppsched.api.cli.output import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_USAGE
 from ppsched.api.cli.pack import add_pack_parser
+from ppsched.api.cli.partition import add_partition_parser
 from ppsched.api.cli.render import add_render_parser
 from ppsched.api.cli.serve import add_serve_parser
 from ppsched.api.cli.simulate import add_simulate_parsers
@@ -133,4 +134,5 @@ def _parser() -> argparse.ArgumentParser:
     add_weipipe_parser(sub)  # `ppsched weipipe PROFILE.json`: api/cli/weipipe.py
     add_pack_parser(sub)  # `ppsched pack LENGTHS ...`: api/cli/pack.py
     add_torchtitan_parser(sub)  # `ppsched torchtitan PROFILE.json -o DIR`: api/cli/torchtitan.py
+    add_partition_parser(sub)  # `ppsched partition LAYERS.json -o OUT.json`: api/cli/partition.py
     return parser

@@ -7,6 +7,14 @@ from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.errors import ProfileError, ScheduleInvalid, SolverError, Violation
 from ppsched.solver.model.extras import checkout_root, install_command
 from ppsched.solver.model.grid import order_grid, time_grid
+from ppsched.solver.model.layers import (
+    Layer,
+    LayerProfile,
+    cut_bounds,
+    cut_profile,
+    load_layers,
+    parse_layers,
+)
 from ppsched.solver.model.names import closest_name, did_you_mean
 from ppsched.solver.model.offload_sizing import with_offload, with_offload_bandwidth
 from ppsched.solver.model.ops import KINDS, FBOp, Kind, Op, Orders, parts
@@ -25,6 +33,8 @@ __all__ = [
     "KINDS",
     "FBOp",
     "Kind",
+    "Layer",
+    "LayerProfile",
     "Op",
     "Orders",
     "Problem",
@@ -39,11 +49,15 @@ __all__ = [
     "Violation",
     "checkout_root",
     "closest_name",
+    "cut_bounds",
+    "cut_profile",
     "did_you_mean",
     "install_command",
+    "load_layers",
     "load_profile",
     "lower_bound",
     "order_grid",
+    "parse_layers",
     "parse_profile",
     "parse_schedule",
     "parts",

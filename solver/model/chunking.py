@@ -57,6 +57,9 @@ def with_chunks(profile: Profile, num_chunks: int, placement: str | None) -> Pro
         data["t_comm"] = _link_latencies(data["t_comm"], profile.num_ranks, v, placement)
     data["num_chunks"] = v
     data["placement"] = placement
+    # A per-layer cut (DESIGN.md 6.7) names whole stages; its halves are no layer's cut.
+    data.pop("layers_per_stage", None)
+    data.pop("stage_layers", None)
     if profile.name:
         data["name"] = f"{profile.name}-{placement}{v}"
     return parse_profile(data)

@@ -58,6 +58,10 @@ ACCEPTED = {
     "host_memory_limit": "null (no limit), a number > 0, or a list of num_ranks numbers",
     "gpus_per_node": "null or an integer >= 1 that divides num_ranks",
     "t_op": "null or a finite number >= 0 (time added to every compute op)",
+    # DESIGN.md 6.7: the cut a profile was made by from a per-layer profile.
+    "layers_per_stage": "null or a list of num_ranks*num_chunks integers >= 1",
+    "stage_layers": "null or a list of num_ranks*num_chunks lists of layer names, as "
+                    "many in each as layers_per_stage says",
 }
 
 

@@ -29,7 +29,8 @@ PerStage = float | list[float]
 PerStageMb = float | list[float] | list[list[float]]
 
 _EXTENSIONS = ("microbatches", "t_r", "m_ckpt", "t_offload", "t_reload", "m_keep",
-               "shared_host_link", "host_memory_limit", "gpus_per_node", "t_op")
+               "shared_host_link", "host_memory_limit", "gpus_per_node", "t_op",
+               "layers_per_stage", "stage_layers")
 
 
 class MicrobatchScale(BaseModel):
@@ -126,12 +127,30 @@ class Profile(BaseModel):
     host_memory_limit: float | list[float] | None = Field(
         None, description="Most offloaded memory a rank's host may hold; null for none.")
 
+    # DESIGN.md 6.7: a profile cut from a per-layer profile carries its cut; the solver
+    # never reads it (the stage values are already the sums), the integrations do.
+    layers_per_stage: list[int] | None = Field(
+        None, description="DESIGN.md 6.7: layers in each of the p*v stages, when this "
+        "profile was cut from a per-layer profile; null otherwise.")
+    stage_layers: list[list[str]] | None = Field(
+        None, description="DESIGN.md 6.7: the layer names of each stage, in model order.")
+
     @model_validator(mode="after")
     def _check(self) -> Profile:
         problem = Problem.from_profile(self)  # raises ProfileError naming the field
+        self._check_cut(problem.num_stages)
         problem.check_totals_finite()
         problem.check_memory_limit()
         return self
+
+    def _check_cut(self, num_stages: int) -> None:
+        counts, names = self.layers_per_stage, self.stage_layers
+        if counts is not None and (len(counts) != num_stages or min(counts) < 1):
+            raise ProfileError("layers_per_stage", counts, ACCEPTED["layers_per_stage"])
+        if names is not None and (len(names) != num_stages
+                                  or (counts is not None
+                                      and [len(n) for n in names] != counts)):
+            raise ProfileError("stage_layers", names, ACCEPTED["stage_layers"])
 
     @cached_property
     def problem(self) -> Problem:
