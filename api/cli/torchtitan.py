@@ -77,10 +77,10 @@ def run_torchtitan(args: argparse.Namespace) -> int:
     warn_about_shape(profile)
     schedule = solve(profile, args.method, layouts=args.layouts or _splittable(
         profile, default_layouts(profile, resolve_method(args.method)), args.layers))
-    if last_stage_splits(schedule) and not args.unchunked_loss:
-        raise ProfileError("method", schedule.method, CHUNKED_LOSS_REFUSAL)
     recipe = torchtitan_recipe(schedule, layers=args.layers,
                                local_batch_size=args.local_batch_size)
+    if last_stage_splits(schedule) and not args.unchunked_loss:
+        raise ProfileError("method", schedule.method, CHUNKED_LOSS_REFUSAL)
     csv_path = str(folder / CSV_NAME)
     text = recipe_text(recipe, csv_path)
     write_atomically(csv_path, render_torch_csv(schedule), "--output")
