@@ -46,7 +46,6 @@ FSDP2 + a chunked loss + I/W on the last stage; exact with a fused B or an unchu
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 

@@ -72,3 +72,22 @@ def test_ppsched_torchtitan_refuses_a_split_last_stage(
     assert "final norm's weight gradient is lost" in err and err.count("\n") == 1
     assert not (tmp_path / "schedule.csv").exists()
     assert main(["torchtitan", profile, "-m", "1f1b", "-o", str(tmp_path)]) == 0
+
+
+@pytest.mark.dist
+def test_torch_2_13_step_refuses_torchtitans_pre_split_call(tmp_path: Path) -> None:
+    # torchtitan 0.3.0's trainer calls step(arg_mbs=, kwarg_mbs=, target_mbs=, ...), which
+    # torch 2.13's step() takes as model kwargs: stock 0.3.0 cannot train on torch 2.13.
+    reports = launch_local(titan_side.run_pre_split_step, 2, _csv(tmp_path, "1f1b"), M, False,
+                           timeout_s=300)
+    for report in reports:
+        assert report["error"] is not None and "arg_mbs" in str(report["error"]), report
+
+
+@pytest.mark.dist
+def test_the_named_shim_runs_torchtitans_call_exactly(tmp_path: Path) -> None:
+    # titan_side.step_as_torchtitan_calls_it: what a torch 2.13 user patches in.
+    reports = launch_local(titan_side.run_pre_split_step, 2, _csv(tmp_path, "1f1b"), M, True,
+                           timeout_s=300)
+    errors = {f"{r}.{k}": v for r, rep in enumerate(reports) for k, v in rep["errors"].items()}
+    assert len(errors) == 6 and all(e < 1e-5 for e in errors.values()), errors

@@ -2,9 +2,9 @@
 parsing (its `ConfigManager`, tyro), with the values they name, and the layer split
 torchtitan derives from them is the one ppsched prints.
 
-torchtitan is optional (the `torchtitan` extra, or ``pip install --no-deps
-torchtitan==0.3.0`` plus its import-time dependencies, see docs): without it these tests
-skip, and ``PPSCHED_REQUIRE_TORCHTITAN=1`` turns the skip into a failure.
+torchtitan is optional and not in CI (its import pulls triton, about 1 GB): ``pip install
+--no-deps torchtitan==0.3.0`` plus what it imports; without it these tests skip, and
+``PPSCHED_REQUIRE_TORCHTITAN=1`` turns the skip into a failure.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def _torchtitan(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        message = (f"torchtitan 0.3.0 cannot be imported ({exc}): pip install "
-                   "'ppsched[torchtitan]' or torchtitan==0.3.0 with its dependencies")
+        message = (f"torchtitan 0.3.0 cannot be imported ({exc}): pip install --no-deps "
+                   "torchtitan==0.3.0 plus what it imports (docs/running.md)")
         if os.environ.get(REQUIRE, "").strip().lower() not in ("", "0", "false", "no"):
             pytest.fail(f"{REQUIRE} is set: {message}")
         pytest.skip(message)

@@ -130,3 +130,53 @@ def run_last_stage(rank: int, world: int, csv_path: str, m: int, chunked: bool,
         errors[name] = None if got is None else float(
             (got - want[name]).norm() / want[name].norm())
     return errors
+
+
+def step_as_torchtitan_calls_it(schedule: _PipelineScheduleRuntime, arg_mbs: list | None,
+                                kwarg_mbs: list, target_mbs: list | None,
+                                losses: list | None) -> None:
+    """The shim a torch 2.13 user needs under torchtitan 0.3.0: its trainer calls
+    ``pp_schedule.step(arg_mbs=, kwarg_mbs=, target_mbs=, losses=, loss_kwargs=,
+    return_outputs=False)`` with pre-split microbatches; 2.13's ``step`` takes whole-batch
+    ``*args``/``target`` and would treat those names as model kwargs, but its
+    ``_step_microbatches`` takes exactly these lists (after what ``step`` does first)."""
+    for stage in schedule._stages:
+        stage.has_backward = schedule._has_backward
+        stage.clear_runtime_states()
+    schedule._step_microbatches(arg_mbs, kwarg_mbs, target_mbs, losses, False,
+                                loss_kwargs={})
+
+
+def run_pre_split_step(rank: int, world: int, csv_path: str, m: int,
+                       shim: bool) -> dict[str, object]:
+    """One step of `csv_path` with microbatches passed pre-split, as torchtitan 0.3.0 does:
+    through torch 2.13's ``step(arg_mbs=...)`` (`shim` False) or `step_as_torchtitan_calls_it`.
+    Returns the error text, or the gradient errors against the unpipelined model."""
+    torch.manual_seed(0)
+    parts = [Part(False), Part(True)]
+    x, y = _data(m)
+    ref = [Part(False), Part(True)]
+    for mine_ref, part in zip(ref, parts, strict=True):
+        mine_ref.load_state_dict(part.state_dict())
+    total = sum(plain_loss(ref[1](ref[0](x[j * ROWS:(j + 1) * ROWS])),
+                           y[j * ROWS:(j + 1) * ROWS]) for j in range(m))
+    total.backward()  # type: ignore[union-attr]
+    stage = PipelineStage(parts[rank], rank, world, torch.device("cpu"))
+    schedule = _PipelineScheduleRuntime([stage], n_microbatches=m, loss_fn=plain_loss,
+                                        scale_grads=False)
+    schedule._load_csv(csv_path)
+    arg_mbs = [(x[j * ROWS:(j + 1) * ROWS],) for j in range(m)] if rank == 0 else None
+    target_mbs = [y[j * ROWS:(j + 1) * ROWS] for j in range(m)] if rank == 1 else None
+    kwarg_mbs: list[dict[str, object]] = [{} for _ in range(m)]
+    losses: list[torch.Tensor] | None = [] if rank == 1 else None
+    if not shim:
+        try:
+            schedule.step(arg_mbs=arg_mbs, kwarg_mbs=kwarg_mbs, target_mbs=target_mbs,
+                          losses=losses, loss_kwargs={}, return_outputs=False)
+        except Exception as exc:  # what torch 2.13 says to torchtitan's call
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        return {"error": None}
+    step_as_torchtitan_calls_it(schedule, arg_mbs, kwarg_mbs, target_mbs, losses)
+    return {"errors": {name: float((p.grad - q.grad).norm() / q.grad.norm())
+                       for (name, p), q in zip(parts[rank].named_parameters(),
+                                               ref[rank].parameters(), strict=True)}}
