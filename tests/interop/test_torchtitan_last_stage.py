@@ -38,7 +38,7 @@ def _csv(tmp_path: Path, method: str) -> str:
     return str(out / "schedule.csv")
 
 
-def _errors(tmp_path: Path, method: str, chunked: bool) -> dict[str, float | None]:
+def _errors(tmp_path: Path, method: str, chunked: bool | str) -> dict[str, float | None]:
     reports = launch_local(titan_side.run_last_stage, 2, _csv(tmp_path, method), M, chunked,
                            True, timeout_s=300)
     return {f"{rank}.{name}": err for rank, report in enumerate(reports)
@@ -91,3 +91,20 @@ def test_the_named_shim_runs_torchtitans_call_exactly(tmp_path: Path) -> None:
                            timeout_s=300)
     errors = {f"{r}.{k}": v for r, rep in enumerate(reports) for k, v in rep["errors"].items()}
     assert len(errors) == 6 and all(e < 1e-5 for e in errors.values()), errors
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("method", ["zb-h1", "1f1b"])
+def test_torchtitans_own_chunked_loss_does_the_same(tmp_path: Path, method: str) -> None:
+    # The same harness with torchtitan 0.3.0's ChunkedLossWrapper itself (2 chunks); skips
+    # without torchtitan (tests/interop/test_torchtitan_recipe.py says how to install it).
+    from tests.interop.test_torchtitan_recipe import _torchtitan
+
+    _torchtitan("torchtitan.components.loss")
+    errors = _errors(tmp_path, method, "torchtitan")
+    norm = errors.pop("1.norm.weight")
+    assert all(e is not None and e < 1e-5 for e in errors.values()), errors
+    if method == "zb-h1":
+        assert norm is None or norm > 0.05, norm
+    else:
+        assert norm is not None and norm < 1e-5, norm

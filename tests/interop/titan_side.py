@@ -85,11 +85,27 @@ def _data(m: int) -> tuple[torch.Tensor, torch.Tensor]:
             torch.randint(0, VOCAB, (m * ROWS, SEQ), generator=gen))
 
 
-def run_last_stage(rank: int, world: int, csv_path: str, m: int, chunked: bool,
+def torchtitan_chunked_loss(lm_head: nn.Module):  # type: ignore[no-untyped-def]
+    """torchtitan 0.3.0's own `ChunkedLossWrapper` (2 chunks of the sequence) around its
+    `CrossEntropyLoss` (sum over tokens: global_valid_tokens = 1)."""
+    from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss
+
+    wrapper = ChunkedLossWrapper.Config(num_chunks=2,
+                                        loss_fn=CrossEntropyLoss.Config()).build()
+    wrapper.set_lm_head(lm_head)
+
+    def loss(hidden: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return wrapper(hidden, target, torch.tensor(1))[0]
+
+    return loss
+
+
+def run_last_stage(rank: int, world: int, csv_path: str, m: int, chunked: bool | str,
                    fsdp: bool) -> dict[str, float | None]:
-    """One step of `csv_path` on 2 ranks (stage r on rank r). Returns, per parameter of
-    this rank's stage, the relative error of its gradient against the unpipelined model's
-    (None: no gradient at all)."""
+    """One step of `csv_path` on 2 ranks (stage r on rank r). `chunked`: False, True
+    (`chunked_loss`) or "torchtitan" (`torchtitan_chunked_loss`). Returns, per parameter
+    of this rank's stage, the relative error of its gradient against the unpipelined
+    model's (None: no gradient at all)."""
     assert world == 2
     torch.manual_seed(0)
     parts = [Part(False), Part(True)]
@@ -115,7 +131,8 @@ def run_last_stage(rank: int, world: int, csv_path: str, m: int, chunked: bool,
     if rank == 1 and chunked:
         mine.skip_lm_head = True
         assert mine.lm_head is not None
-        loss_fn = chunked_loss(mine.lm_head)
+        loss_fn = (torchtitan_chunked_loss if chunked == "torchtitan"
+                   else chunked_loss)(mine.lm_head)
     stage = PipelineStage(mine, rank, world, torch.device("cpu"))
     schedule = _PipelineScheduleRuntime([stage], n_microbatches=m, loss_fn=loss_fn,
                                         scale_grads=False)
