@@ -39,9 +39,11 @@ The last stage's W (`last_stage_splits`): torchtitan 0.3.0's llama3 configs use
 ``ChunkedLossWrapper``, which runs ``lm_head``'s forward and backward inside the loss, that
 is during the schedule's F, and ``apply_fsdp_to_decoder`` always wraps ``[norm, lm_head]``
 in one FSDP2 unit (at dp = 1 too). That unit's gradients are reduced when lm_head's backward
-ends, so the final norm's weight gradient, which a separate W adds later, is lost or
-partial (tests/interop/test_torchtitan_last_stage.py reproduces it in torch's own runtime:
-FSDP2 + a chunked loss + I/W on the last stage; exact with a fused B or an unchunked loss).
+ends (and the wrapper reshards the unit, norm included, before the stage's backward), so
+the final norm's weight gradient, which a separate W computes later, is lost: None with
+torchtitan's own wrapper, 38% off with a one-chunk stand-in
+(tests/interop/test_torchtitan_last_stage.py, torch's own runtime on 2 gloo ranks; exact
+with a fused B on that stage or an unchunked loss).
 """
 
 from __future__ import annotations
