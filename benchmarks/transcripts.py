@@ -88,8 +88,10 @@ TRANSCRIPTS = (
                "--method ilp --work-limit 30", quick=False),
     Transcript("layouts_1p", "solve profiles/gpt1.5b-p8-m24.json --layouts 1,v,loop2 "
                "--svg docs/gpt1.5b-p8-m24-v.svg"),
+    # --unchunked-loss: the heuristic splits W on the last stage, which torchtitan 0.3.0's
+    # chunked loss cannot run (solver/integrations/torchtitan.py); without it, refused.
     Transcript("torchtitan", "torchtitan profiles/gpt1.5b-p8-m24.json --layers 22 "
-               "--local-batch-size 144 -o out/torchtitan --mkdir"),
+               "--local-batch-size 144 --unchunked-loss -o out/torchtitan --mkdir"),
 )
 
 

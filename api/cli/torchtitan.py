@@ -1,5 +1,7 @@
 """`ppsched torchtitan PROFILE.json -o DIR`: solve, then write the schedule's CSV and the
-torchtitan settings that must match it (solver/integrations/torchtitan.py)."""
+torchtitan 0.3.0 flags that must match it (solver/integrations/torchtitan.py). A schedule
+with a separate W on the model's last stage is refused unless ``--unchunked-loss`` says the
+user's torchtitan config has no chunked loss (`CHUNKED_LOSS_REFUSAL` says why)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ from ppsched.api.cli.options import (
 )
 from ppsched.api.cli.output import summary, warn_about_shape, write_atomically
 from ppsched.solver.integrations import (
+    CHUNKED_LOSS_REFUSAL,
+    last_stage_splits,
     recipe_json,
-    recipe_toml,
+    recipe_text,
     torchtitan_recipe,
     torchtitan_stage_layers,
 )
@@ -27,7 +31,7 @@ from ppsched.solver.render import dropped_note, render_torch_csv
 from ppsched.solver.solving import HEURISTIC, Layout, default_layouts, resolve_method, solve
 
 CSV_NAME = "schedule.csv"
-TOML_NAME = "torchtitan.toml"
+ARGS_NAME = "torchtitan.args"
 JSON_NAME = "torchtitan.json"
 
 
@@ -48,8 +52,12 @@ def add_torchtitan_parser(sub: Any) -> None:
     p.add_argument("--local-batch-size", metavar="B", type=positive_int,
                    help="samples per data-parallel rank and step: sets the microbatch "
                    "size B / m")
+    p.add_argument("--unchunked-loss", action="store_true",
+                   help="the torchtitan config's loss is not ChunkedLossWrapper (llama3's "
+                   "configs use it): allows a separate W on the last stage")
     p.add_argument("-o", "--output", metavar="DIR", required=True,
-                   help=f"folder for {CSV_NAME}, {TOML_NAME} and {JSON_NAME}")
+                   help=f"folder for {CSV_NAME}, {ARGS_NAME} (torchtitan 0.3.0 flags) "
+                   f"and {JSON_NAME}")
     p.add_argument("--mkdir", action="store_true", help="create DIR when missing")
     p.set_defaults(run=run_torchtitan)
 
@@ -71,16 +79,18 @@ def run_torchtitan(args: argparse.Namespace) -> int:
         profile, default_layouts(profile, resolve_method(args.method)), args.layers))
     recipe = torchtitan_recipe(schedule, layers=args.layers,
                                local_batch_size=args.local_batch_size)
+    if last_stage_splits(schedule) and not args.unchunked_loss:
+        raise ProfileError("method", schedule.method, CHUNKED_LOSS_REFUSAL)
     csv_path = str(folder / CSV_NAME)
-    toml = recipe_toml(recipe, csv_path)
+    text = recipe_text(recipe, csv_path)
     write_atomically(csv_path, render_torch_csv(schedule), "--output")
-    write_atomically(str(folder / TOML_NAME), toml, "--output")
+    write_atomically(str(folder / ARGS_NAME), text, "--output")
     write_atomically(str(folder / JSON_NAME),
                      json.dumps(recipe_json(recipe, csv_path), indent=1), "--output")
     print(summary(schedule))
     print(f"\nwrote {csv_path}, {folder / JSON_NAME} (dotted fields) and "
-          f"{folder / TOML_NAME}:")
-    print(toml, end="")
+          f"{folder / ARGS_NAME} (flags for torchtitan 0.3.0 after --module/--config):")
+    print(text, end="")
     note = dropped_note(schedule)
     if note:
         print(f"ppsched: note: {csv_path}: {note}")

@@ -2,15 +2,21 @@
 """
 
 from ppsched.solver.integrations.torchtitan import (
+    CHUNKED_LOSS_REFUSAL,
+    last_stage_splits,
+    recipe_args,
     recipe_json,
-    recipe_toml,
+    recipe_text,
     torchtitan_recipe,
     torchtitan_stage_layers,
 )
 
 __all__ = [
+    "CHUNKED_LOSS_REFUSAL",
+    "last_stage_splits",
+    "recipe_args",
     "recipe_json",
-    "recipe_toml",
+    "recipe_text",
     "torchtitan_recipe",
     "torchtitan_stage_layers",
 ]

@@ -22,14 +22,32 @@ the TOML-era ``job_config.py`` up to 238fa99 of 2026-02-23, the dataclass config
   asserts 2 stages per rank. So a V schedule must name ``ZBVZeroBubble`` (or
   ``DualPipeV``), a looped one a multi-stage class that is neither.
 - ``_generate_llm_fqn_per_model_part``: the layer split, `torchtitan_stage_layers` below.
-- Microbatches: TOML era ``n_microbatches = local_batch_size //
-  pipeline_parallel_microbatch_size`` (``[training] local_batch_size``, which must be
-  divisible); dataclass config ``parallelism.num_pp_microbatches``.
+- Microbatches: ``n_microbatches = training.local_batch_size //
+  parallelism.pipeline_parallel_microbatch_size`` (``_build_pipeline_schedule``; the
+  trainer's ``__post_init__`` refuses a size that does not divide).
+
+torchtitan 0.3.0 (PyPI, the release a user installs) reads no TOML: the config comes
+from ``--module``/``--config`` (a ``config_registry`` function such as
+``llama3_debugmodel``) and ``--section.field`` flags parsed by tyro
+(``torchtitan/config/manager.py``), so the recipe is a list of flags. Its
+``Trainer.Config.__post_init__`` refuses pipeline parallelism unless
+``--training.disable_cuda_graphs`` is set, and its default selective activation
+checkpointing breaks a separate W pass ("Trying to backward an extra time"): split-backward
+schedules get the ``activation-checkpoint:none`` sub-command.
+
+The last stage's W (`last_stage_splits`): torchtitan 0.3.0's llama3 configs use
+``ChunkedLossWrapper``, which runs ``lm_head``'s forward and backward inside the loss, that
+is during the schedule's F, and ``apply_fsdp_to_decoder`` always wraps ``[norm, lm_head]``
+in one FSDP2 unit (at dp = 1 too). That unit's gradients are reduced when lm_head's backward
+ends (and the wrapper reshards the unit, norm included, before the stage's backward), so
+the final norm's weight gradient, which a separate W computes later, is lost: None with
+torchtitan's own wrapper, 38% off with a one-chunk stand-in
+(tests/interop/test_torchtitan_last_stage.py, torch's own runtime on 2 gloo ranks; exact
+with a fused B on that stage or an unchunked loss).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
@@ -58,6 +76,8 @@ class TorchtitanRecipe:
     """Transformer layers in each stage of torchtitan's split (with ``--layers``)."""
     local_batch_size: int | None
     microbatch_size: int | None
+    split_backward: bool = False
+    """The CSV has W ops (torch's I and W): activation checkpointing must be off."""
 
 
 def torchtitan_recipe(schedule: Schedule, *, layers: int | None = None,
@@ -102,7 +122,24 @@ def torchtitan_recipe(schedule: Schedule, *, layers: int | None = None,
         pipeline_parallel_degree=p, pipeline_parallel_schedule=_schedule_class(schedule),
         stages_per_rank=v, num_microbatches=m, layers_per_stage=layers_per_stage,
         stage_layers=stage_layers, local_batch_size=local_batch_size,
-        microbatch_size=microbatch_size)
+        microbatch_size=microbatch_size,
+        split_backward=any(op.kind == "W" for ops in schedule.orders() for op in ops))
+
+
+def last_stage_splits(schedule: Schedule) -> bool:
+    """Whether the model's last stage (norm and lm_head in torchtitan's split) runs a
+    separate W: unsafe under torchtitan 0.3.0's chunked loss (module docstring)."""
+    last = schedule.profile.num_ranks * schedule.profile.num_chunks - 1
+    return any(op.kind == "W" and op.stage == last for ops in schedule.orders() for op in ops)
+
+
+CHUNKED_LOSS_REFUSAL = (
+    "a schedule whose last stage runs a fused backward: under torchtitan 0.3.0's chunked "
+    "loss (ChunkedLossWrapper, every llama3 config) FSDP2 reduces the [norm, lm_head] "
+    "gradients inside the loss, before the last stage's W, so the final norm's weight "
+    "gradient is lost; use a fused-backward method (1f1b, 1f1b-interleaved, gpipe) or a "
+    "config whose loss is unchunked (e.g. CrossEntropyLoss.Config()) and pass "
+    "--unchunked-loss")
 
 
 def _schedule_class(schedule: Schedule) -> str:
@@ -151,38 +188,48 @@ def torchtitan_stage_layers(num_stages: int, layers: int) -> tuple[int, ...]:
     return tuple(counts)
 
 
-def recipe_toml(recipe: TorchtitanRecipe, csv_path: str) -> str:
-    """The recipe as torchtitan's TOML job config (TOML-era keys; the dataclass config
-    since 2026-02 reads the same ``parallelism`` fields, and ``num_pp_microbatches``
-    instead of the batch sizes: see `recipe_json`)."""
-    lines = [f"# ppsched torchtitan: p = {recipe.pipeline_parallel_degree}, "
-             f"{recipe.stages_per_rank} stage(s) per rank, m = {recipe.num_microbatches}"]
+def recipe_args(recipe: TorchtitanRecipe, csv_path: str) -> list[str]:
+    """The recipe as torchtitan 0.3.0's command-line flags, to follow ``--module M
+    --config C`` (``torchrun ... -m torchtitan.train``)."""
+    args = [f"--{key}={value}" for key, value in recipe_json(recipe, csv_path).items()
+            if not isinstance(value, bool)]
+    # PP is refused with CUDA graphs on (Trainer.Config._validate_cuda_graphs).
+    args.append("--training.disable_cuda_graphs")
+    if recipe.split_backward:
+        # A tyro sub-command, so last: the default selective checkpointing cannot run
+        # a separate W ("Trying to backward an extra time").
+        args.append("activation-checkpoint:none")
+    return args
+
+
+def recipe_text(recipe: TorchtitanRecipe, csv_path: str) -> str:
+    """`recipe_args` as a file: comment lines, then one flag per line (a shell reads it
+    with ``$(grep -v '^#' FILE)``)."""
+    lines = [f"# ppsched torchtitan: flags for torchtitan 0.3.0, after --module/--config; "
+             f"p = {recipe.pipeline_parallel_degree}, {recipe.stages_per_rank} stage(s) "
+             f"per rank, m = {recipe.num_microbatches}"]
     if recipe.stage_layers is not None:
         lines.append("# transformer layers per stage (torchtitan's split): "
                      + " ".join(map(str, recipe.stage_layers)))
-    lines += ["[parallelism]", f"pipeline_parallel_degree = {recipe.pipeline_parallel_degree}",
-              f"pipeline_parallel_schedule = \"{recipe.pipeline_parallel_schedule}\"",
-              f"pipeline_parallel_schedule_csv = {json.dumps(csv_path)}"]
-    if recipe.layers_per_stage is not None:
-        lines.append(f"pipeline_parallel_layers_per_stage = {recipe.layers_per_stage}")
-    if recipe.microbatch_size is not None:
-        lines.append(f"pipeline_parallel_microbatch_size = {recipe.microbatch_size}")
-        lines += ["", "[training]", f"local_batch_size = {recipe.local_batch_size}"]
-    else:
-        lines.append(f"# set [training] local_batch_size = {recipe.num_microbatches} x "
-                     "pipeline_parallel_microbatch_size (or pass --local-batch-size)")
-    return "\n".join(lines) + "\n"
+    if recipe.microbatch_size is None:
+        lines.append(f"# also set --training.local_batch_size = {recipe.num_microbatches} "
+                     "x --parallelism.pipeline_parallel_microbatch_size (or pass "
+                     "--local-batch-size to ppsched)")
+    return "\n".join(lines + recipe_args(recipe, csv_path)) + "\n"
 
 
 def recipe_json(recipe: TorchtitanRecipe, csv_path: str) -> dict[str, object]:
-    """The recipe as torchtitan's dataclass config fields (dotted names, as its command
-    line takes them: ``--parallelism.num_pp_microbatches 24``)."""
+    """The recipe as torchtitan 0.3.0's config fields (dotted names, as its command line
+    takes them: ``--parallelism.pipeline_parallel_degree=2``)."""
     settings: dict[str, object] = {
         "parallelism.pipeline_parallel_degree": recipe.pipeline_parallel_degree,
         "parallelism.pipeline_parallel_schedule": recipe.pipeline_parallel_schedule,
         "parallelism.pipeline_parallel_schedule_csv": csv_path,
-        "parallelism.num_pp_microbatches": recipe.num_microbatches,
     }
     if recipe.layers_per_stage is not None:
         settings["parallelism.pipeline_parallel_layers_per_stage"] = recipe.layers_per_stage
+    if recipe.microbatch_size is not None:
+        settings["parallelism.pipeline_parallel_microbatch_size"] = recipe.microbatch_size
+        settings["training.local_batch_size"] = recipe.local_batch_size
+    settings["training.disable_cuda_graphs"] = True
     return settings

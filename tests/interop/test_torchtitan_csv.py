@@ -4,7 +4,7 @@ torchtitan's settings give."""
 
 from __future__ import annotations
 
-import tomllib
+import json
 from pathlib import Path
 
 import pytest
@@ -40,9 +40,11 @@ def _torchtitan_stages(rank: int, p: int, schedule: str) -> tuple[int, ...]:
 ])
 def test_torchs_runtime_loads_the_csv_with_torchtitans_stage_map(
         tmp_path: Path, method: str, extra: list[str]) -> None:
-    assert main(["torchtitan", GPT, "-m", method, *extra, "-o", str(tmp_path)]) == 0
-    settings = tomllib.loads((tmp_path / "torchtitan.toml").read_text())["parallelism"]
-    p, schedule = settings["pipeline_parallel_degree"], settings["pipeline_parallel_schedule"]
+    assert main(["torchtitan", GPT, "-m", method, *extra, "--unchunked-loss",
+                 "-o", str(tmp_path)]) == 0
+    settings = json.loads((tmp_path / "torchtitan.json").read_text())
+    p = settings["parallelism.pipeline_parallel_degree"]
+    schedule = settings["parallelism.pipeline_parallel_schedule"]
     for rank in (0, p - 1):
         mine = _torchtitan_stages(rank, p, schedule)
         num_stages = p * len(mine)
@@ -50,7 +52,7 @@ def test_torchs_runtime_loads_the_csv_with_torchtitans_stage_map(
         for stub in stubs:
             stub.group_rank = rank
         runtime = _PipelineScheduleRuntime(stubs, n_microbatches=24)
-        runtime._load_csv(settings["pipeline_parallel_schedule_csv"])
+        runtime._load_csv(settings["parallelism.pipeline_parallel_schedule_csv"])
         assert len(runtime.pipeline_order) == p
         held = {s for s, r in runtime.stage_index_to_group_rank.items() if r == rank}
         assert held == set(mine)
