@@ -32,6 +32,7 @@ EXTRA_IMPORTS: dict[str, tuple[str, ...]] = {
     "torch": ("torch",),
     "test": ("pytest", "hypothesis", "ruff", "mypy", "httpx", "schemathesis", "playwright"),
     "bench": ("chitchat_dataset",),
+    "docs": ("mkdocs", "material"),
 }
 
 
@@ -131,8 +132,11 @@ def test_a_missing_extra_names_the_checkouts_install_command(module: str, argv: 
     [(code, err)] = blocked([module], [argv], ROOT)
     assert code == 2, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
-    # From the checkout's root, editable, into the interpreter that ran the command.
-    expected = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(sys.executable)} -m pip "
+    # From the checkout's root, editable, into the interpreter that ran the command
+    # (named relative to the root when it lives inside the checkout, as make's venvs do).
+    python = Path(sys.executable)
+    shown = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else str(python)
+    expected = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(shown)} -m pip "
                 f"install -e '.[{extra}]'")
     assert expected in err, err
     assert f"ppsched[{extra}]" not in err
