@@ -45,7 +45,6 @@ MEASURES = (
     "benchmarks/step_timing.py", "benchmarks/gpu_check.py",
 )
 RESULTS = ROOT / "benchmarks" / "results"
-MEASURES = ("runtime_adapter", "benchmarks/gpu_check.py", "benchmarks/runtime_fidelity.py")
 
 
 def _env() -> dict[str, str]:

@@ -51,11 +51,13 @@ class Started:
     """The 1-minute load average."""
     cpu: float
     """CPU seconds so far, this process and its waited-for children."""
+    commit: str = "unknown"
+    """`commit` when the run began: the code it loaded."""
 
 
 def start() -> Started:
     """Take the load (and the CPU clock) at the beginning of a benchmark."""
-    return Started(os.getloadavg()[0], _cpu_s())
+    return Started(os.getloadavg()[0], _cpu_s(), commit())
 
 
 def _cpu_s() -> float:
@@ -77,6 +79,20 @@ def commit(root: Path = ROOT) -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if changes else "")
+
+
+def _run_commit(started: Started, root: Path = ROOT) -> str:
+    """The commit a run measured: the one it began on, ``+dirty`` when measured code changed
+    before it wrote (a commit of results alone, between two benchmarks, changes nothing)."""
+    now = commit(root)
+    if started.commit == now or "unknown" in (started.commit, now):
+        return now
+    if started.commit.endswith("+dirty") or now.endswith("+dirty"):
+        return started.commit if started.commit.endswith("+dirty") else now
+    same = subprocess.run(
+        ["git", "-C", str(root), "diff", "--quiet", started.commit, now, "--", ".",
+         *(f":(exclude){path}" for path in _NOT_MEASURED)], check=False).returncode == 0
+    return now if same else started.commit + "+dirty"
 
 
 def command_line(module: str, argv: list[str] | None = None) -> str:
@@ -107,7 +123,7 @@ def header_fields(command: str, *, budget: str, started: Started) -> dict[str, A
     """
     if budget.split(" ", 1)[0] not in BUDGETS:
         raise ValueError(f"budget {budget!r} must begin with one of {', '.join(BUDGETS)}")
-    return {"command": command, "commit": commit(),
+    return {"command": command, "commit": _run_commit(started),
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "load_before": round(started.load, 2), "load_after": round(os.getloadavg()[0], 2),

@@ -231,3 +231,16 @@ def test_declarations_that_would_make_the_check_vacuous_are_refused(repo: Path) 
     with pytest.raises(freshness.DeclarationError, match="literal"):
         freshness.benchmarks(repo)
     assert freshness.main(["--root", str(repo)]) == 2
+
+
+def test_a_run_records_the_commit_it_began_on_unless_measured_code_moved(repo: Path) -> None:
+    from benchmarks.result_header import _run_commit, commit
+
+    began = Started(0.0, 0.0, commit(repo))
+    _commit(repo, "benchmarks/results/other.md", "a result committed meanwhile\n")
+    assert _run_commit(began, repo) == commit(repo)  # results alone: the same code
+    _commit(repo, "solver/core.py", "X = 3\n")
+    assert _run_commit(began, repo) == began.commit + "+dirty"
+    (repo / "solver" / "core.py").write_text("X = 4\n")
+    assert commit(repo).endswith("+dirty")
+    assert _run_commit(Started(0.0, 0.0, commit(repo)), repo).endswith("+dirty")
