@@ -57,6 +57,7 @@ docs: $(STAMP)
 
 check-docs: $(STAMP)
 	$(BIN)/python -m benchmarks.readme --check
+	$(BIN)/python -m benchmarks.freshness
 	$(BIN)/python -m benchmarks.figures --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $$(mktemp -d)
 

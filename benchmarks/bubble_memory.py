@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -37,8 +35,16 @@ from ppsched.solver.solving.refine import LNS_MIN_OPS
 
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table
+from benchmarks.result_header import Started, command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("bubble_memory.md", "bubble_memory.csv", "bubble_memory.png")
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "solver/exact", "profiles/gpt*.json", "benchmarks/bubble_table.py",
+    "benchmarks/bubble_memory.py",
+)
 RESULTS = ROOT / "benchmarks" / "results"
 PROFILES = ("gpt1.5b-p8-m24", "gpt14.6b-p16-m48", "gpt28.3b-p32-m96")
 MULTIPLES = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
@@ -82,7 +88,7 @@ def main() -> None:
         plot(saved, names, RESULTS / "bubble_memory.png")  # type: ignore[arg-type]
         return
     profiles = PROFILES[:1] if args.quick else PROFILES
-    load_before = os.getloadavg()[0]
+    started = start()
     began = time.perf_counter()
     rows = []
     for index, name in enumerate(profiles):
@@ -118,12 +124,11 @@ def main() -> None:
             row["bound bubble"] = round((row["lower bound"] - busy) / row["lower bound"], 4)  # type: ignore[operator]
             rows.append(row)
     wall = time.perf_counter() - began
-    load_after = os.getloadavg()[0]
-    write(rows, profiles, wall, load_before, load_after, args.quick)
+    write(rows, profiles, wall, started, args.quick)
 
 
 def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
-          load_before: float, load_after: float, quick: bool) -> None:
+          started: Started, quick: bool) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "bubble_memory_quick" if quick else "bubble_memory"
     columns = list(rows[0])
@@ -133,9 +138,10 @@ def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
         writer.writerows(rows)
     derived = [p for p in profiles if p.startswith(DERIVED)]
     lines = [
-        f"Bubble rate against the memory limit (the paper's Figure 9 setting); machine: "
-        f"{platform.machine()}, load average {load_before:.2f} before and {load_after:.2f} "
-        f"after, {wall:.0f} s in all. Command: `python -m benchmarks.bubble_memory`.",
+        *result_header(command_line("benchmarks.bubble_memory"), started=started,
+                       budget="deterministic (CP-SAT work limits of 10 / 60)"),
+        f"Bubble rate against the memory limit (the paper's Figure 9 setting); {wall:.0f} s "
+        "of wall time in all.",
         "",
         "Memory is a multiple of the profile's 1p limit (p * m_b). `heuristic`: one stage "
         "per rank; `layouts 1,v`: the best of one chunk and the V cut; `ilp 10` / `ilp 60`: "

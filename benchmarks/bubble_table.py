@@ -27,7 +27,15 @@ from ppsched.solver.model.schedule import Schedule
 from ppsched.solver.solving.entry import solve
 from ppsched.solver.solving.layouts import parse_layouts
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("bubble_table.md", "bubble_table.csv")
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "profiles/gpt*.json", "benchmarks/bubble_table.py",
+)
 
 # The paper's Table 5 (Qi et al. 2024), per (model, m): 1F1B, ZB-H1, ZB-H2, ZB-1p, ZB-2p.
 PAPER_TABLE5 = {
@@ -94,6 +102,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--repeat", type=int, default=3, help="runs per solve; best is kept")
     args = parser.parse_args()
+    started = start()
 
     rows = []
     for path in sorted(Path(args.profiles).glob("gpt*.json"), key=_paper_order):
@@ -129,7 +138,9 @@ def main() -> None:
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    markdown = _markdown(rows) + "\n" + _markdown_chunks(rows)
+    header = result_header(command_line("benchmarks.bubble_table"), started=started,
+                           budget="deterministic (no time limit; the ms columns are wall)")
+    markdown = "\n".join(header) + "\n" + _markdown(rows) + "\n" + _markdown_chunks(rows)
     (out / "bubble_table.md").write_text(markdown)
     print(markdown)
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,15 @@ from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.result import Metrics
 from ppsched.solver.sim.simulator import validate
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("dualpipe_v.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/generators", "profiles/gpt*.json",
+    "benchmarks/dualpipe_v.py",
+)
 GRID_TIMES = [(1.0, 1.0, 0.5), (1.0, 1.0, 1.0), (2.0, 1.0, 1.0), (18.5, 18.1, 9.3)]
 OVERLAPS = (1.0, 0.8, 0.6)
 # Measured, not derived: the Zero Bubble paper profiled these (its Table 9).
@@ -90,21 +96,23 @@ def main() -> None:
     parser.add_argument("--profiles", type=Path, default=ROOT / "profiles")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
-    load = os.getloadavg()
+    started = start()
+    closed, rows = closed_form_rows(), profile_rows(args.profiles)
     text = "\n".join([
-        f"DualPipe-V, simulated (DESIGN.md cost model); machine: {platform.machine()}, "
-        f"Python {platform.python_version()}, load average {load[0]:.2f} (figures are "
-        "simulated times, not wall time). Command: `python -m benchmarks.dualpipe_v`.",
+        *result_header(command_line("benchmarks.dualpipe_v"), started=started,
+                       budget="deterministic (simulated times, no search limit)"),
+        "DualPipe-V, simulated (DESIGN.md cost model; figures are simulated times, not "
+        "wall time).",
         "",
         "Closed forms of the DualPipe README for identical stages, t_comm = 0 (bubble = "
         "cost - busiest rank's op time; README form (p-1)(FB + t_b - 2 t_w)):",
         "",
-        *closed_form_rows(),
+        *closed,
         "",
         "The profiles cut into a V (half the per-stage times and memory; 6.2B and 14.6B "
         "profiles are derived, not measured), no memory limit; cost = step time in ms:",
         "",
-        *profile_rows(args.profiles),
+        *rows,
     ]) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "dualpipe_v.md").write_text(text)

@@ -35,11 +35,16 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.result_header import result_header
+from benchmarks.result_header import parse_line, result_header, start
 
 ROOT = Path(__file__).resolve().parents[1]
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("gpu_*.md",)
+MEASURES = (
+    "runtime_adapter", "solver", "benchmarks/runtime_fidelity.py",
+    "benchmarks/step_timing.py", "benchmarks/gpu_check.py",
+)
 RESULTS = ROOT / "benchmarks" / "results"
-MEASURES = ("runtime_adapter", "benchmarks/gpu_check.py", "benchmarks/runtime_fidelity.py")
 
 
 def _env() -> dict[str, str]:
@@ -139,7 +144,9 @@ def check_fidelity(device: str, budget_s: float) -> list[str]:
         except subprocess.TimeoutExpired:
             return [f"Not finished within the {budget_s:.0f} s left of the budget."]
         text = (Path(out) / "runtime_fidelity.md").read_text()
-    return [line for line in text.splitlines() if not line.startswith("# ")]
+    # Less its title and its own header (this file's header says when and where).
+    return [line for line in text.splitlines()
+            if not line.startswith("# ") and parse_line(line) is None]
 
 
 CHECKS: dict[str, Callable[[str, float], list[str]]] = {
@@ -172,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for name in names:
         left = deadline - time.monotonic()
-        started = time.monotonic()
+        started, began = start(), time.monotonic()
         try:
             if left < 10:
                 raise TimeoutError(f"no budget left ({left:.0f} s)")
@@ -182,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
             body, outcome = [f"Failed: {type(exc).__name__}: {exc}"], "failed"
             failed.append(name)
         header = result_header(f"python -m benchmarks.gpu_check --only {name} --device "
-                               f"{device}", budget="wall")
-        text = "\n".join([f"# GPU check: {name} ({outcome}, {time.monotonic() - started:.0f} "
-                          "s)", "", *header, *body]) + "\n"
+                               f"{device}", budget="wall", started=started)
+        text = "\n".join([*header, f"# GPU check: {name} ({outcome}, "
+                          f"{time.monotonic() - began:.0f} s)", "", *body]) + "\n"
         (out / f"gpu_{name}.md").write_text(text)
         print(text, flush=True)
     print(f"gpu_check: {len(names) - len(failed)} of {len(names)} checks ok; results in "

@@ -31,8 +31,6 @@ import argparse
 import importlib
 import json
 import math
-import os
-import platform
 import statistics
 import sys
 import time
@@ -48,7 +46,15 @@ from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.entry import solve
 
+from benchmarks.result_header import command_line, result_header, start, without_paths
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("heuristic_speed.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "profiles/gpt*.json", "benchmarks/heuristic_speed.py",
+)
 DERIVED = ("gpt6.2b", "gpt14.6b")  # derived profiles, not measured (see the profiles)
 
 
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
     ref = Reference(args.reference) if args.reference else None
-    load_before = os.getloadavg()
+    started = start()
     head = "| profile | ours s | paper alg. s | ours cost | paper alg. cost |"
     rule = "| --- | ---: | ---: | ---: | ---: |"
     if ref:
@@ -188,15 +194,13 @@ def main(argv: list[str] | None = None) -> int:
             row += f" {ref_s:.3f} | {ref.cost(profile, result):.1f} | {ours_s / ref_s:.2f} |"
         print(row, flush=True)
         lines.append(row)
-    load_after = os.getloadavg()
     notes = [
         "",
         f"Seconds are the best of at least {args.repeat} runs (and of as many as fill "
         f"{MIN_TOTAL_S:g} s per column), measured side by side (the columns take turns, one "
         "run each) in one run of `python -m benchmarks.heuristic_speed"
-        + (" --reference DIR`" if ref else "`") + f" on {platform.processor() or 'cpu'}, "
-        f"{os.cpu_count()} cores, load average {load_before[0]:.2f} before and "
-        f"{load_after[0]:.2f} after. Costs are our simulator's (the reference's orders "
+        + (" --reference DIR`" if ref else "`") + " (machine and load in the first line). "
+        "Costs are our simulator's (the reference's orders "
         "re-timed). The 6.2B and 14.6B profiles are derived, not measured.",
     ]
     if ref:
@@ -205,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
                      f"min {min(ratios):.2f}.")
     else:
         notes.append("The reference column is left out: no `--reference` folder was given.")
-    text = "\n".join(lines + notes) + "\n"
+    header = result_header(command_line("benchmarks.heuristic_speed", without_paths(argv)),
+                           started=started,
+                           budget="wall (the seconds are wall time; the costs deterministic)")
+    text = "\n".join(header + lines + notes) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "heuristic_speed.md").write_text(text)
     print("\n".join(notes))

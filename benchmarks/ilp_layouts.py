@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -38,8 +36,15 @@ from ppsched.solver.solving.pipeline import heuristic_orders
 from ppsched.solver.solving.refine import RELAXATION_MAX_MICROBATCHES, ExactOptions, refine
 
 from benchmarks.markdown_table import markdown_table
+from benchmarks.result_header import Started, command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("ilp_layouts.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "solver/exact", "profiles/*.json", "benchmarks/ilp_layouts.py",
+)
 LEVELS = (0.5, 0.75)
 LAYOUTS = ("1", "v")
 
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated profile names")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    load_before, began = os.getloadavg()[0], time.perf_counter()
+    started, began = start(), time.perf_counter()
     # The small profiles first, so a run cut short still covers most of them.
     paths = sorted(args.profiles.glob("*.json"), key=lambda p: (_size(p), p.stem))
     if args.only:
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         # The table is rewritten after each case: a long run leaves what it measured.
         for done in pool.map(case, work):
             cases.append(done)
-            write(cases, args, load_before, began, len(work))
+            write(cases, args, started, began, len(work))
     print(f"median gap {100 * _median(cases):.2f}%")
     return 0
 
@@ -115,7 +120,7 @@ def _median(cases: list[dict[str, object]]) -> float:
     return statistics.median(gaps) if gaps else math.nan
 
 
-def write(cases: list[dict[str, object]], args: argparse.Namespace, load_before: float,
+def write(cases: list[dict[str, object]], args: argparse.Namespace, started: Started,
           began: float, num_cases: int) -> None:
     """The table of the cases done so far, in `args.out`/ilp_layouts.md."""
     table: list[dict[str, object]] = []
@@ -137,11 +142,13 @@ def write(cases: list[dict[str, object]], args: argparse.Namespace, load_before:
         table.append(cells)
     print(" | ".join(map(str, table[-1].values())), flush=True)
     median = _median(cases)
-    text = (f"`--method ilp` per layout where memory binds; machine: {platform.machine()}, "
-            f"load average {load_before:.2f} before and {os.getloadavg()[0]:.2f} now, "
+    header = result_header(command_line("benchmarks.ilp_layouts"), started=started,
+                           budget=f"deterministic (CP-SAT work limit {args.deterministic:g} "
+                           "per model; the CPU s columns are measured)")
+    text = ("\n".join(header) + "\n"
+            f"`--method ilp` per layout where memory binds; "
             f"{time.perf_counter() - began:.0f} s wall so far, {len(cases)} of {num_cases} "
-            f"cases. Command: `python -m benchmarks.ilp_layouts --deterministic "
-            f"{args.deterministic:g}`.\n\n"
+            "cases.\n\n"
             "Limit = level * p * m_b of the one-chunk profile; `1`: one stage per rank, "
             "`v`: the V cut (two chunks per rank, half a stage's activations each). Per "
             "layout: the heuristic's cost (`heuristic_orders`), `--method ilp`'s "

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -32,8 +31,17 @@ from ppsched.solver.solving.pipeline import heuristic_orders
 
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table
+from benchmarks.result_header import command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("ilp_tight_memory.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "solver/exact", "api/cli", "profiles/gpt1.5b-p8-m24.json",
+    "profiles/gpt1.5b-p8-m32.json", "profiles/gpt6.2b-p8-m24.json",
+    "benchmarks/bubble_table.py", "benchmarks/ilp_tight_memory.py",
+)
 RESULTS = ROOT / "benchmarks" / "results"
 COMMAND = ("solve profiles/gpt1.5b-p8-m24.json --memory-limit 6 --method ilp "
            "--time-limit 30 --layouts 1")
@@ -89,6 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5, help="wall-time runs of the command")
     args = parser.parse_args()
+    started = start()
     began = time.perf_counter()
     wall_rows = []
     for index in range(args.runs):
@@ -100,10 +109,11 @@ def main() -> None:
         print(det_rows[-1], flush=True)
     met = sum(r["target met"] == "yes" for r in wall_rows)
     lines = [
-        f"`--method ilp` where memory binds, one chunk; machine: {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end, "
-        f"{time.perf_counter() - began:.0f} s in all. Command: "
-        f"`python -m benchmarks.ilp_tight_memory --runs {args.runs}`.",
+        *result_header(command_line("benchmarks.ilp_tight_memory"), started=started,
+                       budget="wall (the first table: `--time-limit 30`, by design; the "
+                       f"second: CP-SAT deterministic time {BUDGET:g})"),
+        f"`--method ilp` where memory binds, one chunk; {time.perf_counter() - began:.0f} s "
+        "of wall time in all.",
         "",
         f"Wall time: `ppsched {COMMAND}` (two CP-SAT workers), run {args.runs} times; the "
         f"target (cost <= {TARGET_COST}, proven or a gap under {TARGET_GAP:.0%}) was met "

@@ -28,9 +28,16 @@ from ppsched.solver.solving import parse_layouts
 
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table
-from benchmarks.result_header import result_header
+from benchmarks.result_header import command_line, header_fields, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("layout_search.md", "layout_search.json")
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "solver/exact", "profiles/*.json", "benchmarks/bubble_table.py",
+    "benchmarks/results/reference_zbv.json", "benchmarks/layout_search.py",
+)
 RESULTS = ROOT / "benchmarks" / "results"
 LAYOUTS = ("1", "v", "loop2")
 # A cost this much (relative) above another is the same schedule timed in another order.
@@ -97,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--only", default="", help="substring filter on profile names")
     args = parser.parse_args(argv)
+    started = start()
     references = reference_costs(Path(args.reference))
     rows = []
     for path in sorted(Path(args.profiles).glob("*.json")):
@@ -114,10 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     compared = [r for r in rows if r["<= ref ZB-V"] is not None]
     worse = [r for r in compared if r["<= ref ZB-V"] == "NO"]
     out = Path(args.out)
-    (out / "layout_search.json").write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    command = command_line("benchmarks.layout_search", argv)
+    budget = "deterministic (the heuristic has no time limit)"
+    (out / "layout_search.json").write_text(json.dumps(
+        {"header": header_fields(command, budget=budget, started=started), "rows": rows},
+        indent=1) + "\n")
     lines = [
-        *result_header("python -m benchmarks.layout_search", budget="deterministic "
-                       "(the heuristic has no time limit)"),
+        *result_header(command, budget=budget, started=started),
         "The default solve (every layout) against each layout alone and the authors' "
         "schedules (reference ZB-V and single-chunk heuristic, run by their code, "
         "re-timed by our simulator). `lower bound` holds over every schedule of the "

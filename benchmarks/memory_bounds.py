@@ -18,8 +18,6 @@ Writes ``benchmarks/results/memory_bounds.md``.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -31,8 +29,16 @@ from ppsched.solver.solving.pipeline import heuristic_orders
 
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table
+from benchmarks.result_header import Started, command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("memory_bounds.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "solver/exact", "profiles/gpt*.json", "benchmarks/bubble_table.py",
+    "benchmarks/memory_bounds.py",
+)
 RESULTS = ROOT / "benchmarks" / "results"
 PROFILES = ("gpt1.5b-p8-m24", "gpt14.6b-p16-m48")
 MULTIPLES = (0.25, 0.5, 0.75, 1.0)
@@ -49,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
     profiles = PROFILES[:1] if args.quick else PROFILES
     multiples = (0.75,) if args.quick else MULTIPLES
-    load_before = os.getloadavg()[0]
+    started = start()
     began = time.perf_counter()
     rows = []
     for name in profiles:
@@ -59,13 +65,13 @@ def main() -> None:
             problem = profile.problem
             orders, _, heuristic = heuristic_orders(problem)
             old = lower_bound(problem)
-            start = time.perf_counter()
+            relax_began = time.perf_counter()
             # As `--method ilp` runs it: not at all where the general bound meets the
             # heuristic, and no further once it does.
             runs = [] if old >= heuristic - 1e-9 else relaxation_runs(
                 problem, time_limit_s=3600.0, deterministic_s=RELAXATION_DETERMINISTIC_S,
                 stop_at=heuristic)
-            relax_s = time.perf_counter() - start
+            relax_s = time.perf_counter() - relax_began
             best = max(runs, key=lambda r: r.bound, default=None)
             alone = max((r.bound for r in runs if r.num_ranks == 1), default=0.0)
             fifo = solve_cpsat_phased(problem, orders, time_limit_s=600, workers=1, seed=0,
@@ -92,19 +98,20 @@ def main() -> None:
             }
             print(row, flush=True)
             rows.append(row)
-    write(rows, profiles, time.perf_counter() - began, load_before, os.getloadavg()[0],
-          args.quick)
+    write(rows, profiles, time.perf_counter() - began, started, args.quick)
 
 
 def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
-          load_before: float, load_after: float, quick: bool) -> None:
+          started: Started, quick: bool) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "memory_bounds_quick" if quick else "memory_bounds"
     derived = [p for p in profiles if p.startswith(DERIVED)]
     lines = [
-        f"Lower bounds on the cost where memory binds (one chunk per rank); machine: "
-        f"{platform.machine()}, load average {load_before:.2f} before and {load_after:.2f} "
-        f"after, {wall:.0f} s in all. Command: `python -m benchmarks.memory_bounds`.",
+        *result_header(command_line("benchmarks.memory_bounds"), started=started,
+                       budget=f"deterministic (CP-SAT work limits {RELAXATION_DETERMINISTIC_S:g}"
+                       f" / {CPSAT_DETERMINISTIC_S:g}; the wall s column is wall)"),
+        f"Lower bounds on the cost where memory binds (one chunk per rank); {wall:.0f} s of "
+        "wall time in all.",
         "",
         "Memory is a multiple of the profile's 1p limit (p * m_b). `old bound`: "
         "`ppsched.solver.model.bounds.lower_bound` (closed forms); `new bound`: its max with the "

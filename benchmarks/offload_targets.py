@@ -16,10 +16,9 @@ figures are simulated times (ms, the profile's unit), not wall time.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 from pathlib import Path
 
+from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.offload_sizing import with_offload
 from ppsched.solver.model.profile import Profile, load_profile, parse_profile
 from ppsched.solver.model.schedule import Schedule
@@ -28,7 +27,15 @@ from ppsched.solver.sim.simulator import validate
 from ppsched.solver.solving.entry import solve
 from ppsched.solver.solving.layouts import Layout, layout_name
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("offload_targets.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "profiles/gpt1.5b-p8-m24.json", "benchmarks/offload_targets.py",
+)
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"
 RATIO = 0.5
 # (memory in units of p * m_b, the keep-only reference memory, allowed excess)
@@ -53,8 +60,11 @@ def checked(profile: Profile, layouts: tuple[Layout, ...]) -> Schedule:
     return schedule
 
 
-def rows(path: Path) -> list[str]:
+def rows(path: Path) -> tuple[list[str], list[str]]:
+    """The table's lines, and one phrase per keep-only reference: its cost beside the
+    lower bound the solver proves for it (`solver.model.bounds.lower_bound`)."""
     base = load_profile(path)
+    references: list[str] = []
     offload = with_offload(base, RATIO)
     out = ["| memory | layout | keep only | with offload (k = 0.5) | offloaded | "
            "keep-only reference | ratio | target | met |", "|---" * 9 + "|"]
@@ -62,6 +72,10 @@ def rows(path: Path) -> list[str]:
         reference = checked(at_memory(base, reference_units), ((1, None),))
         assert reference.metrics is not None
         ref_cost = reference.metrics.cost
+        bound = lower_bound(at_memory(base, reference_units).problem)
+        gap = ref_cost / bound - 1
+        references.append(f"{ref_cost:.1f} at {reference_units:g}p, lower bound {bound:.1f}"
+                          + (" (proven optimal)" if gap <= 1e-9 else f" (gap {gap:.2%})"))
         for layouts in LAYOUTS:
             name = "default" if not layouts else layout_name(layouts[0])
             keep = checked(at_memory(base, units), layouts)
@@ -75,7 +89,7 @@ def rows(path: Path) -> list[str]:
                        f"{mixed.metrics.cost:.1f} | {counts['offload']}/{total} | "
                        f"{ref_cost:.1f} ({reference_units:g}p, one chunk) | {ratio:.4f} | "
                        f"<= {1 + allowed:.2f} | {met} |")
-    return out
+    return out, references
 
 
 def main() -> None:
@@ -83,17 +97,17 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=PROFILE)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
-    table = rows(args.profile)
-    load = os.getloadavg()[0]
+    started = start()
+    table, references = rows(args.profile)
     text = "\n".join([
+        *result_header(command_line("benchmarks.offload_targets"), started=started,
+                       budget="deterministic (heuristic, no time limit)"),
         f"Issue 12 targets on {args.profile.stem} (the Zero Bubble paper's measured times), "
-        f"offload at k = {RATIO:g}; simulated times (ms), heuristic method; machine: "
-        f"{platform.machine()}, Python {platform.python_version()}, load average {load:.2f}. "
-        "Command: `python -m benchmarks.offload_targets`.",
+        f"offload at k = {RATIO:g}; simulated times (ms), heuristic method.",
         "",
         "A layout other than one chunk per rank re-cuts the model (DESIGN.md section 2); "
-        "the keep-only references are the one-chunk heuristic's (1309.5 at 1p is its "
-        "proven optimum, 1152.3 at 2p its figure).",
+        "the keep-only references are the one-chunk heuristic's: "
+        + "; ".join(references) + ".",
         "",
         *table, ""])
     args.out.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import random
 import statistics
 import time
@@ -63,7 +62,12 @@ from ppsched.solver.packing.synthetic import (
     uniform,
 )
 
+from benchmarks.result_header import result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("packing.md",)
+MEASURES = ("solver/packing", "solver/model", "benchmarks/packing.py")
 CAP = 32768
 HIDDEN = 2304
 COST = CostModel(forward=Quadratic(1.0 / (6 * HIDDEN), 1.0), memory_per_token=1.0)
@@ -178,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
     pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
-    load_before = os.getloadavg()
+    started = start()
     began = time.perf_counter()
     ranks = [int(x) for x in args.ranks.split(",")]
     replica_counts = [int(x) for x in args.replicas.split(",")]
@@ -227,14 +231,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(rows[-1], flush=True)
     if pool is not None:
         pool.shutdown()
-    load_after = os.getloadavg()
     wall = time.perf_counter() - began
+    command = (f"python -m benchmarks.packing --draws {args.draws}"
+               + (f" --control-draws {args.control_draws}" if args.control_draws else "")
+               + f" --ranks {args.ranks} --replicas {args.replicas} --jobs {args.jobs}")
     text = "\n".join([
-        f"Command: `python -m benchmarks.packing --draws {args.draws}"
-        + (f" --control-draws {args.control_draws}" if args.control_draws else "")
-        + f" --ranks {args.ranks} --replicas {args.replicas} --jobs {args.jobs}`; "
-        f"{wall:.0f} s; load average "
-        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after.",
+        *result_header(command, started=started, budget="deterministic (seeded draws, "
+                       "simulated step times; no time limit)"),
+        f"{wall:.0f} s of wall time.",
         "",
         f"Lengths: lognormal mu = ln 1000 ({LOGNORMAL_MU:.3f}), sigma = {LOGNORMAL_SIGMA}, "
         f"clipped to [{MIN_TOKENS}, {MAX_TOKENS}]; uniform [{MIN_TOKENS}, 4096] (control); "

@@ -27,8 +27,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +37,15 @@ from ppsched.solver.policies.fit import OFFLOAD, count_policies, keep_only, live
 from ppsched.solver.sim.simulator import simulate, validate
 from ppsched.solver.solving.entry import solve
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("pipeoffload.md", "pipeoffload.png")
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "profiles/gpt*.json", "benchmarks/pipeoffload.py",
+)
 RATIOS = (0.25, 0.5, 0.75, 1.0, 1.25)
 LIMITS = (0.25, 0.5, 0.75, 1.0)  # times p * m_b
 MODES = ("keep", "recompute", "offload", "mix")
@@ -117,6 +123,7 @@ def main() -> None:
     parser.add_argument("--profiles", type=Path, default=ROOT / "profiles")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
+    started = start()
     paths = paper_profiles(args.profiles)
 
     share_rows = ["| config | source | base cost (keep, 1p) | " +
@@ -153,13 +160,12 @@ def main() -> None:
                     mix_counts = f"{counts['offload']} / {counts['recompute']}"
             curve_rows.append(f"| {path.stem} | {source(path)} | {units:g}p | "
                               + " | ".join(cells) + f" | {mix_counts} |")
-    load = os.getloadavg()[0]
     text = "\n".join([
-        "PipeOffload's claims in the DESIGN.md cost model (simulated times, ms); machine: "
-        f"{platform.machine()}, Python {platform.python_version()}, load average {load:.2f}. "
-        "Command: `python -m benchmarks.pipeoffload`. The 6.2B and 14.6B profiles are "
-        "derived, not measured (see their descriptions); 1.5B and 28.3B use the Zero "
-        "Bubble paper's measured times.",
+        *result_header(command_line("benchmarks.pipeoffload"), started=started,
+                       budget="deterministic (heuristic, simulated times, no time limit)"),
+        "PipeOffload's claims in the DESIGN.md cost model (simulated times, ms). The 6.2B "
+        "and 14.6B profiles are derived, not measured (see their descriptions); 1.5B and "
+        "28.3B use the Zero Bubble paper's measured times.",
         "",
         "Share of all activations offloaded (longest lifespan first, 5% steps) with the "
         "cost within 2% of the keep-only heuristic at 1p, and the peak memory it reaches "

@@ -18,8 +18,6 @@ unit) and the activation memory the profile counts, not wall time.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 from pathlib import Path
 
 from ppsched.solver.model.chunking import with_chunks
@@ -30,7 +28,16 @@ from ppsched.solver.policies.pipeoffload import grouped_interleaved
 from ppsched.solver.sim.simulator import validate
 from ppsched.solver.solving.entry import solve
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("pipeoffload_generators.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "profiles/gpt1.5b-p8-m24.json", "profiles/gpt28.3b-p32-m96.json",
+    "benchmarks/pipeoffload_generators.py",
+)
 PROFILES = ("gpt1.5b-p8-m24", "gpt28.3b-p32-m96")
 RATIO = 0.5
 LOOP2 = ((2, "loop"),)
@@ -78,15 +85,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
+    started = start()
     tables = [line for name in PROFILES
               for line in (*rows(ROOT / "profiles" / f"{name}.json"), "")]
-    load = os.getloadavg()[0]
     text = "\n".join([
+        *result_header(command_line("benchmarks.pipeoffload_generators"), started=started,
+                       budget="deterministic (simulated times, no time limit)"),
         f"Policy generators on the Zero Bubble paper's measured profiles, no memory limit, "
         f"offload at k = {RATIO:g}; simulated times (ms) and activation memory (the "
-        f"profile's unit); machine: {platform.machine()}, Python "
-        f"{platform.python_version()}, load average {load:.2f}. Command: "
-        "`python -m benchmarks.pipeoffload_generators`.",
+        "profile's unit).",
         "",
         "Recompute: t_r = t_f, m_ckpt = 0. PipeOffload: groups of the smallest g in "
         "[ceil(p/2), p] dividing m, on 2 chunks per rank (loop).",

@@ -18,14 +18,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("rebuild_speed.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "profiles/gpt*.json", "benchmarks/heuristic_speed.py",
+    "benchmarks/v_search_parts.py", "benchmarks/rebuild_speed.py",
+)
 
 
 def _run(checkout: Path, module: str, args: list[str], out: Path) -> str:
@@ -65,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     sides = {"base": args.base.resolve(), "this": ROOT}
     ratios: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
     seconds: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
-    load_before = os.getloadavg()
+    started = start()
     with tempfile.TemporaryDirectory() as scratch:
         for round_ in range(args.rounds):
             for side, checkout in sides.items():
@@ -78,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
                 for column in ("single s", "V search s"):
                     for row, value in _rows(parts, 1, column).items():
                         seconds[side].setdefault(f"{row} {column}", []).append(value)
-    load_after = os.getloadavg()
     lines = [f"| row | base {base_commit} | this {this_commit} | this / base |",
              "| --- | ---: | ---: | ---: |"]
     quotients = []
@@ -94,14 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         f"Medians over {args.rounds} rounds; in each round the base checkout ({base_commit}) "
         f"and this one ({this_commit}) ran `benchmarks.heuristic_speed --reference DIR "
         "--repeat 3` and `benchmarks.v_search_parts --repeat 5` in turn, each in its own "
-        f"process, by `python -m benchmarks.rebuild_speed` on {platform.processor() or 'cpu'}, "
-        f"{os.cpu_count()} cores, load average {load_before[0]:.2f} before and "
-        f"{load_after[0]:.2f} after. `ours/ref` rows: our whole default solve's time over "
-        "the reference heuristic's, both timed in one process. Seconds rows: wall time.",
+        "process, by `python -m benchmarks.rebuild_speed`. `ours/ref` rows: our whole "
+        "default solve's time over the reference heuristic's, both timed in one process. "
+        "Seconds rows: wall time.",
         f"this / base: geometric mean {statistics.geometric_mean(quotients):.2f}, max "
         f"{max(quotients):.2f}, min {min(quotients):.2f}.",
     ]
-    text = "\n".join(lines + notes) + "\n"
+    header = result_header(command_line("benchmarks.rebuild_speed", argv), started=started,
+                           budget="wall (every figure is a wall-time ratio)")
+    text = "\n".join(header + lines + notes) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rebuild_speed.md").write_text(text)
     print(text)

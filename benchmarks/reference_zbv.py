@@ -59,7 +59,12 @@ from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
 
+from benchmarks.result_header import command_line, header_fields, start, without_paths
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("reference_zbv.json",)
+MEASURES = ("solver/model", "solver/sim", "profiles/*.json", "benchmarks/reference_zbv.py")
 MULTIPLES = (0.5, 0.75, 1.0, 1.5, 2.0)
 SCHEDULER = "megatron.core.pipeline_parallel.zerobubble.scheduler"
 
@@ -186,8 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "reference_zbv.json")
     args = parser.parse_args(argv)
+    started = start()
     reference = Reference(args.reference)
+    rows_ = rows(reference, args.profiles)
     result = {
+        "header": header_fields(command_line("benchmarks.reference_zbv", without_paths(argv)),
+                                budget="deterministic (the reference's schedulers, re-timed "
+                                "by our simulator)", started=started),
         "reference": {
             "repository": "sail-sg/zero-bubble-pipeline-parallelism",
             "commit": args.commit or reference.commit,
@@ -198,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         "multiples": list(MULTIPLES),
         "limit": "multiple * the profile's memory_limit (num_ranks * max(m_b) if null)",
         "cost": "our simulator's largest per-rank span of the reference's orders",
-        "rows": rows(reference, args.profiles),
+        "rows": rows_,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

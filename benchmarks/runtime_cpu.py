@@ -17,8 +17,8 @@ dominates communication. Steps:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,7 +29,17 @@ from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.model.schedule import Schedule
 from ppsched.solver.solving.entry import solve
 
+from benchmarks.result_header import command_line, result_header, start
+
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("runtime_cpu.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "runtime_adapter", "benchmarks/step_timing.py",
+    "benchmarks/runtime_cpu.py",
+)
 METHODS = ("1f1b", "zb-h1", "heuristic")
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def _profile(rank: int, world: int, hidden: int, layers: int, microbatch_size: int,
@@ -74,18 +84,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--microbatches", type=int, default=8)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
+    started = start()
     torch.set_num_threads(1)
     from ppsched.runtime_adapter.timeline import compare, measured_schedule
 
-    load_before = os.getloadavg()[0]
     # 1. Profile.
     p = 2
     profile = launch_local(_profile, p, args.hidden, args.layers_per_stage,
                            args.microbatch_size, args.microbatches, timeout_s=300)[0]
-    print(f"profile (ms, MiB): t_f {profile['t_f']}  t_b {profile['t_b']}  "
-          f"t_w {profile['t_w']}  t_comm {profile['t_comm']}  m_b {profile['m_b']}  "
-          f"m_w {profile['m_w']}")
+    lines = [f"profile (ms, MiB): t_f {profile['t_f']}  t_b {profile['t_b']}  "
+             f"t_w {profile['t_w']}  t_comm {profile['t_comm']}  m_b {profile['m_b']}  "
+             f"m_w {profile['m_w']}"]
+    print(lines[0], flush=True)
 
     # 2. Solve and predict.
     parsed = parse_profile(profile)
@@ -95,13 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     out = launch_local(_run, p, [s.model_dump(mode="json") for s in schedules], args.hidden,
                        args.layers_per_stage, args.microbatch_size, args.steps, args.warmup,
                        timeout_s=600)[0]
-    print(f"\nhidden {args.hidden}, {args.layers_per_stage} blocks per stage, microbatch "
-          f"{args.microbatch_size}, m = {args.microbatches}, 2 ranks x 1 thread, median of "
-          f"{args.steps} steps; load average {load_before:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores)\n")
-    print("| schedule | predicted cost (ms) | measured step (ms) | error | recorded span (ms) "
-          "| measured bubble | vs 1F1B |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    lines += ["", f"hidden {args.hidden}, {args.layers_per_stage} blocks per stage, "
+              f"microbatch {args.microbatch_size}, m = {args.microbatches}, 2 ranks x 1 "
+              f"thread, median of {args.steps} steps", "",
+              "| schedule | predicted cost (ms) | measured step (ms) | error | recorded span "
+              "(ms) | measured bubble | vs 1F1B |", "| --- | --- | --- | --- | --- | --- | --- |"]
     base = out["step_ms"][0]
     for schedule, step_ms, records in zip(schedules, out["step_ms"], out["records"],
                                           strict=True):
@@ -109,9 +119,18 @@ def main(argv: list[str] | None = None) -> int:
         comparison = compare(schedule, measured)
         predicted = schedule.metrics.cost if schedule.metrics else float("nan")
         bubble = measured.metrics.bubble_rate if measured.metrics else float("nan")
-        print(f"| {schedule.method} | {predicted:.1f} | {step_ms:.1f} | "
-              f"{(step_ms - predicted) / step_ms:+.1%} | {comparison.measured_cost:.1f} | "
-              f"{bubble:.3f} | {step_ms / base:.3f} |")
+        lines.append(f"| {schedule.method} | {predicted:.1f} | {step_ms:.1f} | "
+                     f"{(step_ms - predicted) / step_ms:+.1%} | "
+                     f"{comparison.measured_cost:.1f} | {bubble:.3f} | {step_ms / base:.3f} |")
+    text = "\n".join([
+        *result_header(command_line("benchmarks.runtime_cpu", argv), started=started,
+                       budget="wall (measured step times of 2 CPU ranks, one thread each, "
+                       "gloo; single figures move by about 10% between runs on a shared "
+                       "machine)"),
+        "```", *lines, "```"]) + "\n"
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "runtime_cpu.md").write_text(text)
     return 0
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import platform
 import statistics
 import sys
 import time
@@ -47,6 +46,15 @@ from ppsched.solver.model.schedule import Schedule, parse_schedule
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.entry import solve
 
+from benchmarks.result_header import Started, command_line, result_header, start
+
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("runtime_fidelity.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "runtime_adapter", "benchmarks/step_timing.py",
+    "benchmarks/runtime_fidelity.py",
+)
 RESULTS = Path(__file__).resolve().parent / "results"
 # method -> (chunks per rank, placement) of the profile it is solved on.
 METHODS: dict[str, tuple[int, str | None]] = {
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                   microbatch_size=args.microbatch_size, microbatches=args.microbatches,
                   steps=args.steps, warmup=args.warmup, profile_warmup=args.profile_warmup)
     ranks = [int(x) for x in args.ranks.split(",")]
-    load_before = os.getloadavg()
+    started = start()
     began = time.perf_counter()
     rows: dict[int, list[dict[str, Row]]] = defaultdict(list)
     profile_lines: dict[int, str] = {}
@@ -229,9 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{one['m_b']}  m_w {one['m_w']}")
             print(profile_lines[p], flush=True)
     overhead = {p: _overhead(p, sizes) for p in ranks}
-    load_after = os.getloadavg()
-    text = _report(args, sizes, ranks, rows, profile_lines, load_before, load_after,
-                   time.perf_counter() - began, overhead, compute)
+    text = _report(args, sizes, ranks, rows, profile_lines, started,
+                   time.perf_counter() - began, overhead, compute, argv)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "runtime_fidelity.md").write_text(text)
@@ -258,17 +265,16 @@ def _overhead(p: int, sizes: Sizes) -> list[float]:
 
 def _report(args: argparse.Namespace, sizes: Sizes, ranks: list[int],
             rows: dict[int, list[dict[str, Row]]], profile_lines: dict[int, str],
-            load_before: tuple[float, ...], load_after: tuple[float, ...],
-            wall_s: float, overhead: dict[int, list[float]],
-            compute: dict[int, list[float]]) -> str:
+            started: Started, wall_s: float, overhead: dict[int, list[float]],
+            compute: dict[int, list[float]], argv: list[str] | None) -> str:
     cores = os.cpu_count()
     lines = [
+        *result_header(command_line("benchmarks.runtime_fidelity", argv), started=started,
+                       budget="wall (measured step times; the predictions deterministic "
+                       "from the profile measured in the same repeat)"),
         "# benchmarks/runtime_fidelity.py: predicted vs measured step time (CPU, gloo)", "",
-        f"`python -m benchmarks.runtime_fidelity --repeats {args.repeats}`, "
-        f"{time.strftime('%Y-%m-%d', time.gmtime())}, torch {torch.__version__}, "
-        f"{platform.machine()} with {cores} CPU cores shared with other jobs; load "
-        f"average (1, 5, 15 min) {' '.join(f'{x:.2f}' for x in load_before)} before, "
-        f"{' '.join(f'{x:.2f}' for x in load_after)} after; {wall_s / 60:.0f} min.", "",
+        f"torch {torch.__version__}, {cores} CPU cores shared with other jobs; "
+        f"{wall_s / 60:.0f} min of wall time.", "",
         f"Model: the small GPT (tied embedding and head, vocab {sizes.vocab}, dim "
         f"{sizes.dim}, {sizes.heads} heads, seq {sizes.seq}), 2p blocks; microbatch "
         f"{sizes.microbatch_size} x {sizes.seq} tokens, m = {sizes.microbatches}. One process "
@@ -303,7 +309,7 @@ def _report(args: argparse.Namespace, sizes: Sizes, ranks: list[int],
                          f"{_order(meas)}; tau {tau:+.2f}")
     lines += ["", *_notes(ranks, rows, overhead, compute)]
     cores = os.cpu_count() or 1
-    if min(load_before[0], load_after[0]) > cores:
+    if min(started.load, os.getloadavg()[0]) > cores:
         lines += ["", f"The load average stayed above the {cores} cores from start to end: "
                   "the ranks got a changing share of a core, so the profile (taken first) "
                   "and the steps (taken after) saw different machines, and the replay's op "

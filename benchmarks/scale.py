@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import re
 import subprocess
@@ -33,7 +32,16 @@ from pathlib import Path
 from ppsched.solver.model.offload_sizing import with_offload
 from ppsched.solver.model.profile import load_profile
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("scale.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "api/cli", "profiles/gpt28.3b-p32-m96.json",
+    "profiles/gpt1.5b-p8-m24.json", "benchmarks/scale.py",
+)
 STAGE_TIMES = ROOT / "profiles" / "gpt28.3b-p32-m96.json"
 POLICY_PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m24.json"
 ALL_LAYOUTS = "1,v,loop2"
@@ -145,6 +153,7 @@ def main() -> None:
     parser.add_argument("--only", help="run the cases whose name contains this only "
                         "(prints the table, writes nothing)")
     args = parser.parse_args()
+    started = start()
     chosen = [c for c in cases() if args.only is None or args.only in c.name]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,10 +163,12 @@ def main() -> None:
     if args.only is not None:
         return
     text = "\n".join([
+        *result_header(command_line("benchmarks.scale"), started=started,
+                       budget="deterministic (no time limit; the CPU s and RSS columns are "
+                       "measured)"),
         "# Scale: CPU time and peak memory of `ppsched solve` (issue 27)",
         "",
-        f"Produced by `python -m benchmarks.scale` on {platform.machine()}, Python "
-        f"{platform.python_version()}, {os.cpu_count()} CPUs; each row a fresh "
+        f"Python {platform.python_version()}; each row a fresh "
         "subprocess, `/usr/bin/time -f \"%U+%S s %M KB\"` (user + system CPU, peak RSS). "
         "Large rows: the 28.3B stage times at p, m and a memory limit in units of p * m_b, "
         f"`--layouts {ALL_LAYOUTS}`; policy rows: gpt1.5b-p8-m24 at 0.5p (limit 4), with "

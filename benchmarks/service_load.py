@@ -38,7 +38,16 @@ from typing import Any
 
 import httpx
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("service_load.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "api/service", "api/cli", "profiles/gpt1.5b-p8-m32.json",
+    "benchmarks/service_load.py",
+)
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m32.json"
 REFUSED = (429, 503)
 POLL_S = 0.05
@@ -277,6 +286,7 @@ def main() -> None:
     parser.add_argument("--queue-size", type=int, default=8,
                         help="solves that may wait for a worker before the server says 503")
     args = parser.parse_args()
+    started = start()
 
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="ppsched-load-") as folder:
@@ -292,7 +302,9 @@ def main() -> None:
                 server.kill()
                 server.wait()
             log = (Path(folder) / "server.log").read_text(errors="replace").strip()
-    text = markdown(phases, notes, ", ".join(f"{k}={v}" for k, v in settings.items()))
+    text = "\n".join(result_header(command_line("benchmarks.service_load"), started=started,
+                                    budget="wall (throughput and latency are wall time)"))
+    text += "\n" + markdown(phases, notes, ", ".join(f"{k}={v}" for k, v in settings.items()))
     if log:
         tail = log.splitlines()[-5:]
         text += "- last lines of the server's log:\n" + "".join(f"  `{x}`\n" for x in tail)

@@ -38,9 +38,17 @@ from typing import Any
 
 from ppsched.api.service.worker import solve_body
 
-from benchmarks.service_load import _free_port, _load
+from benchmarks.result_header import Started, result_header, start
+from benchmarks.service_load import _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("service_throughput.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "api/service", "api/cli", "profiles/gpt1.5b-p8-m32.json",
+    "benchmarks/service_load.py", "benchmarks/service_throughput.py",
+)
 PROFILE = ROOT / "profiles" / "gpt1.5b-p8-m32.json"
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
@@ -196,7 +204,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
-def table(rows: list[Row], args: argparse.Namespace, load_before: str, load_after: str) -> str:
+def table(rows: list[Row], args: argparse.Namespace, started: Started) -> str:
     head = ["mode", "concurrency", "requests", "req/s", "p50 ms", "p99 ms",
             "main-process CPU ms/req", "non-200"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -206,16 +214,17 @@ def table(rows: list[Row], args: argparse.Namespace, load_before: str, load_afte
         direct = next(r for r in rows if r.concurrency == c and r.mode == "in-process")
         served = next(r for r in rows if r.concurrency == c and r.mode == "service uncached")
         ratios.append(f"c={c}: {served.rate / direct.rate:.2f}")
+    command = (f"python -m benchmarks.service_throughput --workers {args.workers} --requests "
+               f"{args.requests} --cached-requests {args.cached_requests} --concurrency "
+               f"{args.concurrency}")
     return "\n".join([
-        f"`python -m benchmarks.service_throughput --workers {args.workers} --requests "
-        f"{args.requests} --cached-requests {args.cached_requests} --concurrency "
-        f"{args.concurrency}`: heuristic solves of profiles/gpt1.5b-p8-m32.json (each "
-        f"uncached request its own t_f, no memory limit), {args.workers} solver workers both ways, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}.", "",
+        *result_header(command, started=started, budget="wall (throughput and latency are "
+                       "wall time; other work shares the CPUs, the HTTP client too)"),
+        "Heuristic solves of profiles/gpt1.5b-p8-m32.json (each uncached request its own "
+        f"t_f, no memory limit), {args.workers} solver workers both ways, Python "
+        f"{platform.python_version()}.", "",
         *lines, "",
-        f"Uncached service / in-process throughput: {', '.join(ratios)}.", "",
-        f"Load average before: {load_before}; after: {load_after} (other work shares the "
-        "CPUs; the HTTP client runs on them too).", ""])
+        f"Uncached service / in-process throughput: {', '.join(ratios)}.", ""])
 
 
 def main() -> None:
@@ -226,9 +235,9 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
-    load_before = _load()
+    started = start()
     rows = asyncio.run(run(args))
-    text = table(rows, args, load_before, _load())
+    text = table(rows, args, started)
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

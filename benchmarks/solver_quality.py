@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import platform
 import time
 from pathlib import Path
 
@@ -23,8 +22,16 @@ from ppsched.solver.heuristic.search import zb_heuristic
 from ppsched.solver.model.profile import Profile, load_profile
 
 from benchmarks.bubble_table import with_limit_multiple
+from benchmarks.result_header import command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("solver_quality.md", "solver_quality.csv")
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "solver/exact", "profiles/*.json", "benchmarks/bubble_table.py",
+    "benchmarks/solver_quality.py",
+)
 
 
 def run_exact(kind: str, profile: Profile, hint: list, time_limit_s: float,
@@ -79,6 +86,7 @@ def main() -> None:
     parser.add_argument("--milp-max-ops", type=int, default=600)
     parser.add_argument("--only", default="", help="substring filter on profile names")
     args = parser.parse_args()
+    started = start()
 
     rows = []
     for path in sorted(Path(args.profiles).glob("*.json")):
@@ -116,9 +124,11 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
     columns = list(rows[0])
-    machine = platform.processor() or platform.machine()
-    lines = [f"Exact refinement from the heuristic; machine: {machine}, {args.workers} "
-             f"workers, time limit {args.time_limit:g} s (p <= 16) / "
+    lines = [*result_header(command_line("benchmarks.solver_quality"), started=started,
+                            budget="wall (the exact solvers' time limits are wall time, as "
+                            "are the s columns: the figures depend on the load)"),
+             f"Exact refinement from the heuristic; {args.workers} workers, time limit "
+             f"{args.time_limit:g} s (p <= 16) / "
              f"{args.big_time_limit:g} s (p > 16). Costs are re-timed by the simulator.",
              "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join("" if v is None else str(v) for v in r.values()) + " |"

@@ -14,7 +14,6 @@ table and writes ``benchmarks/results/sweep_scale.md``.
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import tempfile
 import time
@@ -27,7 +26,15 @@ from ppsched.api.sweep.runner import run_sweep
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.solving.entry import solve
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("sweep_scale.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "api/sweep", "benchmarks/sweep_scale.yaml", "benchmarks/sweep_scale.py",
+)
 
 
 def main() -> None:
@@ -36,6 +43,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    started = start()
 
     began = time.perf_counter()
     tasks = expand_grid(load_grid(args.grid))
@@ -58,15 +66,13 @@ def main() -> None:
                 timings[jobs].append(time.perf_counter() - began)
                 assert outcome.done == count and len(read_rows(out)) == count
     direct_s = min(direct)
-    load = os.getloadavg()[0]
-
     lines = [
+        *result_header(command_line("benchmarks.sweep_scale"), started=started,
+                       budget="wall (every figure is wall time on a shared machine)"),
         f"Sweep throughput: {count} heuristic rows of `{Path(args.grid).name}` "
-        f"(grid expanded and every profile resolved in {expand_s:.2f} s); machine: "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}. "
-        "Runner times include starting the worker processes and writing the JSONL rows "
-        f"(flush + fsync each). Best of {args.rounds} rounds; load average at the end "
-        f"{load:.1f} (a shared machine).",
+        f"(grid expanded and every profile resolved in {expand_s:.2f} s); Python "
+        f"{platform.python_version()}. Runner times include starting the worker processes "
+        f"and writing the JSONL rows (flush + fsync each). Best of {args.rounds} rounds.",
         "",
         "| how | wall s | rows/s | vs direct | overhead per row (ms) |",
         "|---|---|---|---|---|",

@@ -10,8 +10,8 @@ one this command printed. Run it after a change that moves a figure::
     python -m benchmarks.transcripts solve_2p ilp_12 # some of them
     python -m benchmarks.transcripts --list
 
-`tests/test_readme_transcripts.py` re-runs the quick ones and compares everything but the
-lines that are measured wall time.
+`tests/test_readme_transcripts.py` re-runs every one (the long ones marked slow) and compares
+everything but the header line and the lines that are measured wall time.
 """
 
 from __future__ import annotations
@@ -35,7 +35,15 @@ from typing import Any
 
 import httpx
 
+from benchmarks.result_header import result_header, start
+
 ROOT = Path(__file__).resolve().parents[1]
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("cli_*.md",)
+MEASURES = (
+    "solver", "api", "profiles/gpt1.5b-p8-m24.json", "profiles/uniform-p4-m8.json",
+    "examples/sweep-zb.yaml", "examples/sweep-typo.yaml", "benchmarks/transcripts.py",
+)
 RESULTS = ROOT / "benchmarks" / "results"
 
 log = logging.getLogger(__name__)
@@ -54,7 +62,8 @@ class Transcript:
     """The arguments after ``ppsched``, as the README shows them."""
     exit_code: int = 0
     quick: bool = True
-    """A test re-runs it (a second or two); False for long searches."""
+    """Its test is quick (a second or two); False for long searches, whose test is marked
+    slow (every transcript is re-run by `tests/test_readme_transcripts.py`)."""
     head: int | None = None
     """Show only the first lines of the output (the rest is counted in a closing line)."""
     before: tuple[str, ...] = ()
@@ -77,8 +86,9 @@ TRANSCRIPTS = (
                "--csv out/sweep-zb.csv --plots docs/sweep-zb --no-progress",
                quick=False, head=12, before=("out/sweep-zb.jsonl",)),
     Transcript("sweep_typo", "sweep examples/sweep-typo.yaml", exit_code=2),
-    # The exact searches run on a work limit (CP-SAT's deterministic time): the same
-    # figures on any load, but tens of seconds of CPU each, so the test leaves them.
+    # The exact searches run on a work limit (CP-SAT's deterministic time, no wall-time
+    # limit): the same figures on any load, tens of seconds of CPU each, so their tests
+    # are marked slow (`make test` runs them; `-m "not slow"` leaves them).
     Transcript("ilp_12", "solve profiles/gpt1.5b-p8-m24.json --memory-limit 12 --method ilp "
                "--work-limit 30 --layouts 1", quick=False),
     Transcript("ilp_6", "solve profiles/gpt1.5b-p8-m24.json --memory-limit 6 --method ilp "
@@ -263,10 +273,28 @@ def console_block(transcript: Transcript, output: str) -> str:
 
 
 def comparable(text: str) -> list[str]:
-    """A transcript's lines without the measured ones (what a re-run must reproduce)."""
-    return [line for line in text.splitlines()
+    """A transcript's lines without the measured ones (what a re-run must reproduce): its
+    console block alone (a file's header line, `benchmarks.result_header`, says when and
+    where it was made, which no re-run repeats), less the lines of measured wall time."""
+    at = text.find("```console")
+    if at < 0:
+        raise ValueError(f"no console block in {text[:200]!r}")
+    return [line for line in text[at:].splitlines()
             if not line.lstrip().startswith(MEASURED_PREFIXES)
             and not any(word in line for word in MEASURED_WORDS)]
+
+
+def budget(transcript: Transcript | HttpTranscript) -> str:
+    """The header's budget: the exact solver's runs name their work limit (CP-SAT's
+    deterministic time); the rest are deterministic computations. A `wall time` line is
+    measured, and left out of the comparison (`comparable`)."""
+    args = shlex.split(transcript.args)
+    if "--work-limit" in args:
+        return (f"deterministic (CP-SAT --work-limit {args[args.index('--work-limit') + 1]}, "
+                "no wall-time limit; the wall time line is wall)")
+    if "--time-limit" in args:
+        return "wall (--time-limit: the answer depends on the load)"
+    return "deterministic (no time limit; any wall time line is wall)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,7 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     (ROOT / "out").mkdir(exist_ok=True)
     for name in args.names or list(BY_NAME):
         transcript = BY_NAME[name]
-        transcript.path.write_text(output(transcript))
+        started = start()
+        block = output(transcript)
+        header = result_header(f"python -m benchmarks.transcripts {name}",
+                               budget=budget(transcript), started=started)
+        transcript.path.write_text("\n".join(header) + "\n" + block)
         log.info("wrote %s", transcript.path.relative_to(ROOT))
     return 0
 

@@ -30,11 +30,12 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.result_header import result_header
+from benchmarks.result_header import Started, result_header, start
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "two_commands.md"
 # The code whose change can move these times: what the commands install and run.
+WRITES = ("two_commands.md",)
 MEASURES = ("Makefile", "pyproject.toml", ".ci/run", "benchmarks/two_commands.py")
 READY_WITHIN_S = 1800.0  # a venv build on a loaded machine; past this the run is a failure
 
@@ -122,12 +123,13 @@ def _kept_rows(replaced: set[str]) -> list[Timed]:
     return rows
 
 
-def write(rows: list[Timed], command: str, apt_before: dict[str, bool]) -> None:
+def write(rows: list[Timed], command: str, apt_before: dict[str, bool],
+          started: Started) -> None:
     order = {"make run": 0, "make test": 1}
     rows = sorted(rows + _kept_rows({r.command for r in rows}), key=lambda r: order[r.command])
     apt = ", ".join(f"{name} {'already installed' if present else 'installed by the run'}"
                     for name, present in apt_before.items())
-    lines = result_header(command, budget="wall")
+    lines = result_header(command, budget="wall", started=started)
     lines += [f"A fresh clone of this checkout; each command builds its own virtual "
               f"environment from nothing. Debian packages: {apt}.", "",
               "| command | wall time (s) | outcome |", "|---|---|---|"]
@@ -143,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                         "file keeps the other's row")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    started = start()
     apt_before = apt_packages()
     into = args.keep or Path(tempfile.mkdtemp(prefix="ppsched-two-commands-"))
     into.mkdir(parents=True, exist_ok=True)
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         log.info("%s: %.0f s, %s", row.command, row.wall_s, row.outcome)
     write(rows, "python -m benchmarks.two_commands" + (f" --only {args.only}" if args.only
-                                                         else ""), apt_before)
+                                                         else ""), apt_before, started)
     ok = all(row.outcome.startswith(("exit 0", "the service answered")) for row in rows)
     return 0 if ok else 1
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -31,8 +29,16 @@ from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.pipeline import heuristic_orders
 
 from benchmarks.markdown_table import markdown_table
+from benchmarks.result_header import command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("v_memory_bounds.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "solver/exact", "profiles/gpt1.5b-p8-m24.json",
+    "profiles/gpt14.6b-p16-m48.json", "benchmarks/v_memory_bounds.py",
+)
 CONFIGS = ("gpt1.5b-p8-m24", "gpt14.6b-p16-m48")
 MULTIPLES = (0.25, 0.5, 0.75)
 
@@ -43,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profiles", type=Path, default=ROOT / "profiles")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    load_before, began = os.getloadavg()[0], time.perf_counter()
+    started, began = start(), time.perf_counter()
     rows: list[dict[str, object]] = []
     for name in CONFIGS:
         data = json.loads((args.profiles / f"{name}.json").read_text())
@@ -69,11 +75,12 @@ def main(argv: list[str] | None = None) -> int:
                 "V heuristic": f"{cost:.1f} ({source})"})
             print(" | ".join(map(str, rows[-1].values())), flush=True)
     table = "\n".join(markdown_table(rows)) + "\n"
-    text = (f"Lower bounds on V schedules where memory binds (two chunks per rank, V "
-            f"placement); machine: {platform.machine()}, load average {load_before:.2f} "
-            f"before and {os.getloadavg()[0]:.2f} after, {time.perf_counter() - began:.0f} s "
-            f"in all. Command: `python -m benchmarks.v_memory_bounds --deterministic "
-            f"{args.deterministic:g}`.\n\n"
+    header = result_header(command_line("benchmarks.v_memory_bounds", argv),
+                           started=started, budget=f"deterministic (CP-SAT work limit "
+                           f"{args.deterministic:g} per run; the wall s column is wall)")
+    text = ("\n".join(header) + "\n"
+            f"Lower bounds on V schedules where memory binds (two chunks per rank, V "
+            f"placement); {time.perf_counter() - began:.0f} s of wall time in all.\n\n"
             "Memory is a multiple of the one-chunk profile's 1p limit (p * m_b); the V cut "
             "halves each stage's activations. `closed-form bound`: `ppsched.solver.model.bounds."
             "lower_bound` of the V cut (blind to memory); `relaxation by rank`: "

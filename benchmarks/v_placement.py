@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -26,7 +25,15 @@ from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.pipeline import heuristic_orders
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("v_placement.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "profiles/*.json", "benchmarks/v_placement.py",
+)
 DERIVED = ("gpt6.2b", "gpt14.6b")
 
 
@@ -36,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profiles", type=Path, default=ROOT / "profiles")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    load_before = os.getloadavg()
+    started = start()
     lines = ["| profile | memory | ZB-V cost | our V cost | ours / ZB-V | V search s | "
              "single-chunk s | V / single time |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -71,13 +78,12 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(row)
             if limit is None:
                 break
-    load_after = os.getloadavg()
-    lines += ["", f"Worst ours / ZB-V: {worst:.4f}. Seconds: best of {args.repeat}, "
-              f"`python -m benchmarks.v_placement --repeat {args.repeat}`, 2 cores shared, "
-              f"load average {load_before[0]:.2f} before and {load_after[0]:.2f} after. "
-              "The 6.2B and 14.6B profiles are derived, not measured."]
+    lines += ["", f"Worst ours / ZB-V: {worst:.4f}. Seconds: best of {args.repeat} (wall "
+              "time, cores shared). The 6.2B and 14.6B profiles are derived, not measured."]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "v_placement.md").write_text("\n".join(lines) + "\n")
+    header = result_header(command_line("benchmarks.v_placement", argv), started=started,
+                           budget="wall (the s columns are wall time; the costs deterministic)")
+    (args.out / "v_placement.md").write_text("\n".join(header + lines) + "\n")
     print(lines[-1])
     return 0
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from functools import partial
@@ -40,8 +39,15 @@ from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.solving.pipeline import heuristic_orders
 
 from benchmarks.markdown_table import markdown_table
+from benchmarks.result_header import command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("v_search_parts.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "profiles/gpt28.3b-p32-m256.json", "benchmarks/v_search_parts.py",
+)
 PROFILE = ROOT / "profiles" / "gpt28.3b-p32-m256.json"
 
 
@@ -74,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
     data = json.loads(PROFILE.read_text())
-    load_before = os.getloadavg()
+    started = start()
     rows = []
     for multiple in (1, 2):
         one = parse_profile({**data, "memory_limit": data["memory_limit"] * multiple})
@@ -109,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             else f"{answer_s / single:.2f}",
         })
         print(rows[-1], flush=True)
-    load_after = os.getloadavg()
-    lines = [f"`gpt28.3b-p32-m256` in V placement (64 stages), `python -m "
-             f"benchmarks.v_search_parts --repeat {args.repeat}`: seconds are the best of "
-             f"{args.repeat}, the columns taking turns, load average "
-             f"{load_before[0]:.2f} before and {load_after[0]:.2f} after, 2 cores shared.",
+    lines = [*result_header(command_line("benchmarks.v_search_parts", argv), started=started,
+                            budget="wall (the seconds are wall time; the answers "
+                            "deterministic)"),
+             f"`gpt28.3b-p32-m256` in V placement (64 stages): seconds are the best of "
+             f"{args.repeat}, the columns taking turns, cores shared.",
              "", *markdown_table(rows)]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "v_search_parts.md").write_text("\n".join(lines) + "\n")

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import sys
 import time
@@ -26,7 +24,16 @@ from typing import Any
 from ppsched.solver.model.profile import parse_profile
 from ppsched.solver.solving import ExactOptions, solve
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parents[1]
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("varmb_exact.md",)
+MEASURES = (
+    "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
+    "solver/solving", "solver/exact", "profiles/gpt1.5b-p8-m24.json",
+    "benchmarks/varmb_exact.py",
+)
 RESULT = ROOT / "benchmarks" / "results" / "varmb_exact.md"
 
 
@@ -46,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=8)
     parser.add_argument("--work-limit", type=float, default=10.0)
     args = parser.parse_args(argv)
-    load_before = os.getloadavg()
+    started = start()
     began = time.perf_counter()
     rows = []
     for limit in ("none", "1p"):
@@ -65,12 +72,14 @@ def main(argv: list[str] | None = None) -> int:
             print(rows[-1], file=sys.stderr)
     proven = sum(1 for r in rows if r[5] <= 1e-4)
     lines = [
+        *result_header(command_line("benchmarks.varmb_exact", argv), started=started,
+                       budget=f"deterministic (CP-SAT --work-limit {args.work_limit:g}, one "
+                       "worker, seed 0; the wall s column is wall)"),
         f"CP-SAT on unequal microbatches: p = 8, m = 16, the 1.5B profile's stage times, "
         f"lognormal sizes (sigma 0.5); `--method ilp` with one worker, seed 0, "
         f"`--work-limit {args.work_limit:g}` (CP-SAT's deterministic time: every figure but "
-        f"the wall time repeats on any load). Command: `python -m benchmarks.varmb_exact`. "
-        f"{platform.machine()}, load average {load_before[0]:.2f} before and "
-        f"{os.getloadavg()[0]:.2f} after, {time.perf_counter() - began:.0f} s in all.",
+        f"the wall time repeats on any load); {time.perf_counter() - began:.0f} s of wall "
+        "time in all.",
         "",
         f"Gap proven (at most 0.01%, over FIFO orders in the heuristic's order of entry) "
         f"in {proven} of {len(rows)} cases.",

@@ -27,7 +27,15 @@ from typing import Any
 
 from ppsched.solver.advisor.rank import Candidate, advise, parse_advisor_config
 
+from benchmarks.result_header import command_line, result_header, start
+
 ROOT = Path(__file__).resolve().parent.parent
+# The files it writes and the code they measure (`python -m benchmarks.freshness`).
+WRITES = ("weipipe_slides.md",)
+MEASURES = (
+    "solver/advisor", "solver/weipipe", "solver/model", "solver/sim",
+    "benchmarks/weipipe_slides.py",
+)
 NAMES = {"1f1b": "1F1B", "zb-1p": "ZB1", "zb-2p": "ZB2", "fsdp": "FSDP",
          "weipipe-interleave": "WeiPipe"}
 OOM = None
@@ -165,7 +173,11 @@ def main() -> None:
     parser.add_argument("--mfu", type=float, default=0.5)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
-    text = run(args.num_microbatches, args.mfu)
+    started = start()
+    text = "\n".join(result_header(command_line("benchmarks.weipipe_slides"), started=started,
+                                    budget="deterministic (the advisor's formulas and "
+                                    "simulators; no time limit)")) + "\n"
+    text += run(args.num_microbatches, args.mfu)
     print(text, end="")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "weipipe_slides.md").write_text(text)
