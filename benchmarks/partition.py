@@ -18,7 +18,11 @@ from pathlib import Path
 from ppsched.solver.model import LayerProfile, load_layers, parse_layers
 from ppsched.solver.partition import Partition, partition
 
-from benchmarks.result_header import result_header
+from benchmarks.result_header import result_header, start
+
+WRITES = ("partition.md",)
+MEASURES = ("solver/model", "solver/sim", "solver/heuristic", "solver/generators",
+            "solver/solving", "solver/partition", "profiles/layers", "benchmarks/partition.py")
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = sorted((ROOT / "profiles" / "layers").glob("*.json"))
@@ -54,9 +58,8 @@ def rows_of(name: str, memory: str, found: Partition) -> list[str]:
 
 
 def main() -> int:
+    started = start()
     lines = ["# Partition: ppsched's cut against the rules users have", "",
-             *result_header("python -m benchmarks.partition", budget="deterministic "
-                            "(the heuristic and the simulator; no time budget)"),
              "Per-layer profiles: profiles/layers/, DERIVED from FLOP and activation "
              "formulas at an assumed throughput (each file's description), NOT MEASURED. "
              "1p = the activation memory 1F1B needs on its busiest rank with the even "
@@ -81,6 +84,10 @@ def main() -> int:
                          + f"; {found.judged} cuts judged.")
     lines += ["", "Bounds (the dynamic program's least cut bound; it holds over every "
               "contiguous cut, one stage per rank, and every schedule of it):", "", *notes]
+    # The header comes first in the file and last in time: it records the run's CPU.
+    lines = [*result_header("python -m benchmarks.partition", budget="deterministic "
+                            "(the heuristic and the simulator; no time budget)",
+                            started=started), *lines]
     OUT.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
