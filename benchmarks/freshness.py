@@ -21,6 +21,13 @@ stale when
 
     python -m benchmarks.freshness             # exit 1 listing each stale file, else 0
     python -m benchmarks.freshness --commands  # the commands that regenerate them
+    python -m benchmarks.freshness --ci        # exit 1 only for the files CI keeps fresh
+
+CI (``tests/test_freshness.py``) keeps fresh every result file whose run took at most
+`CI_CPU_S` seconds of CPU, as its header records: a change to the code such a file measures
+must come with its regeneration. The longer benchmarks (up to hours of CPU on this
+project's machines) are listed by the plain check, and by ``--ci`` as not enforced, with
+their commands; `make check-docs` fails on any of them.
 """
 
 from __future__ import annotations
@@ -181,11 +188,25 @@ def _commit_reason(root: Path, recorded: str, owner: Benchmark,
             f"changed since, last in {subject[:90]}")
 
 
+CI_CPU_S = 300.0
+"""The most CPU seconds a result file's run may have taken for CI to hold it fresh."""
+
+
+def enforced_in_ci(item: Stale) -> bool:
+    """Whether CI fails on this stale file: its header records a run of at most
+    `CI_CPU_S` seconds of CPU (a file with no such header is a long or never-run one)."""
+    header = read_header(item.path)
+    return header is not None and header.cpu_s is not None and header.cpu_s <= CI_CPU_S
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.freshness",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--commands", action="store_true",
                         help="print the command that regenerates each stale file, one a line")
+    parser.add_argument("--ci", action="store_true",
+                        help=f"fail only on stale files whose run took at most {CI_CPU_S:g} s "
+                        "of CPU; list the others as not enforced")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
@@ -193,6 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     except DeclarationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.ci:
+        enforced = [s for s in found if enforced_in_ci(s)]
+        for item in found:
+            print(("stale" if item in enforced else "not enforced (a long run)")
+                  + f": {item.path.relative_to(args.root)}: {item.reason}"
+                  + (f"; regenerate: {item.command}" if item.command else ""))
+        if not enforced:
+            print(f"no stale result file of a run under {CI_CPU_S:g} s of CPU")
+        return 1 if enforced else 0
     if args.commands:
         commands = dict.fromkeys(s.command or f"# {s.path.name}: no benchmark writes it"
                                  for s in found)

@@ -149,6 +149,7 @@ _LINE = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d \d\d:\d\d UTC); (?P<rest>.*)$")
 _LOADS = re.compile(r"load average (?P<before>[\d.]+) before and (?P<after>[\d.]+) after")
 _BUDGET = re.compile(r"; budget: (?P<budget>.+)\.$")
+_CPU = re.compile(r"(?P<cpu>[\d.]+) s of CPU")
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,8 @@ class Header:
     load_before: float | None
     load_after: float | None
     budget: str | None
+    cpu_s: float | None = None
+    """The CPU seconds the run took, as its header records them."""
 
     @property
     def budget_kind(self) -> str | None:
@@ -182,10 +185,12 @@ def parse_line(line: str) -> Header | None:
         return None
     loads = _LOADS.search(match["rest"])
     budget = _BUDGET.search(match["rest"])
+    cpu = _CPU.search(match["rest"])
     return Header(match["command"], match["commit"], match["date"],
                   float(loads["before"]) if loads else None,
                   float(loads["after"]) if loads else None,
-                  budget["budget"] if budget else None)
+                  budget["budget"] if budget else None,
+                  float(cpu["cpu"]) if cpu else None)
 
 
 def read_header(path: Path) -> Header | None:
@@ -202,6 +207,6 @@ def read_header(path: Path) -> Header | None:
         fields = json.loads(text).get("header")
         return Header(fields["command"], fields["commit"], fields["date"],
                       fields.get("load_before"), fields.get("load_after"),
-                      fields.get("budget"))
+                      fields.get("budget"), fields.get("cpu_s"))
     except (ValueError, AttributeError, KeyError, TypeError):
         return None
