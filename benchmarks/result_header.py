@@ -67,8 +67,9 @@ def _cpu_s() -> float:
 
 def commit(root: Path = ROOT) -> str:
     """The checkout's commit, ``+dirty`` when a tracked file outside the results and the
-    docs differs from it or an untracked, not ignored file lies there; ``unknown``
-    outside a git checkout."""
+    docs differs from it or an untracked, not ignored file lies there. Outside a git
+    checkout (a copy of the tree sent to a lent GPU machine), ``$PPSCHED_RESULT_COMMIT``
+    names the commit the copy was made from, else ``unknown``."""
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -77,7 +78,7 @@ def commit(root: Path = ROOT) -> str:
              *(f":(exclude){path}" for path in _NOT_MEASURED)],
             capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return os.environ.get("PPSCHED_RESULT_COMMIT", "unknown")
     return head + ("+dirty" if changes else "")
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 from ppsched.runtime_adapter.gpt import GPTConfig, gpt_batch, gpt_loss, gpt_model, split_stages
-from ppsched.runtime_adapter.launch import launch_local
+from ppsched.runtime_adapter.launch import launch_local, pinned_cores
 from ppsched.solver.model.profile import Profile, parse_profile
 from ppsched.solver.model.schedule import Schedule, parse_schedule
 from ppsched.solver.sim.simulator import simulate
@@ -210,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--profile-warmup", type=int, default=2,
                         help="untimed rounds of each stage before the profiler's 7")
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="leave the ranks to the OS scheduler (default: each rank pinned "
+                        "to a core of its own, modulo the cores there are)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     sizes = Sizes(dim=args.dim, heads=args.heads, seq=args.seq, vocab=args.vocab,
@@ -224,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         for p in ranks:
             load = os.getloadavg()[0]
-            out = launch_local(_repeat, p, sizes, timeout_s=1800)[0]
+            out = launch_local(_repeat, p, sizes, timeout_s=1800, pin_cores=args.pin)[0]
             schedules = {m: parse_schedule(d) for m, d in out["schedules"].items()}
             rows[p].append({m: _row(s, out["step_ms"][m], out["records"][m])
                             for m, s in schedules.items()})
@@ -236,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{one['t_comm']}  t_op {one.get('t_op', 0)}; MiB: m_b "
                                 f"{one['m_b']}  m_w {one['m_w']}")
             print(profile_lines[p], flush=True)
-    overhead = {p: _overhead(p, sizes) for p in ranks}
+    overhead = {p: _overhead(p, sizes, args.pin) for p in ranks}
     text = _report(args, sizes, ranks, rows, profile_lines, started,
                    time.perf_counter() - began, overhead, compute, argv)
     print(text)
@@ -250,11 +253,11 @@ def main(argv: list[str] | None = None) -> int:
 TINY = {"dim": 32, "heads": 2, "seq": 16, "vocab": 256}
 
 
-def _overhead(p: int, sizes: Sizes) -> list[float]:
+def _overhead(p: int, sizes: Sizes, pin: bool) -> list[float]:
     """Per schedule, ms per op that the replay leaves out, on a tiny GPT: (measured step
     - replay) / the ops of the busiest rank."""
     tiny = Sizes(**{**sizes.__dict__, **TINY})
-    out = launch_local(_repeat, p, tiny, timeout_s=1800)[0]
+    out = launch_local(_repeat, p, tiny, timeout_s=1800, pin_cores=pin)[0]
     per_op = []
     for method, data in out["schedules"].items():
         schedule = parse_schedule(data)
@@ -267,19 +270,26 @@ def _report(args: argparse.Namespace, sizes: Sizes, ranks: list[int],
             rows: dict[int, list[dict[str, Row]]], profile_lines: dict[int, str],
             started: Started, wall_s: float, overhead: dict[int, list[float]],
             compute: dict[int, list[float]], argv: list[str] | None) -> str:
-    cores = os.cpu_count()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else os.cpu_count() or 1
+    if args.pin:
+        where = "; ".join(f"p={p}: cores {','.join(map(str, pinned_cores(p)))}" for p in ranks)
+        placement = (f"each rank pinned to a core of its own ({where}; a core is shared only "
+                     "where p exceeds the cores)")
+    else:
+        placement = f"the ranks left to the OS scheduler on the {cores} cores"
     lines = [
         *result_header(command_line("benchmarks.runtime_fidelity", argv), started=started,
                        budget="wall (measured step times; the predictions deterministic "
                        "from the profile measured in the same repeat)"),
         "# benchmarks/runtime_fidelity.py: predicted vs measured step time (CPU, gloo)", "",
-        f"torch {torch.__version__}, {cores} CPU cores shared with other jobs; "
-        f"{wall_s / 60:.0f} min of wall time.", "",
+        f"torch {torch.__version__}, {cores} CPU cores; load average {started.load:.2f} "
+        f"when it began; {wall_s / 60:.0f} min of wall time.", "",
         f"Model: the small GPT (tied embedding and head, vocab {sizes.vocab}, dim "
         f"{sizes.dim}, {sizes.heads} heads, seq {sizes.seq}), 2p blocks; microbatch "
         f"{sizes.microbatch_size} x {sizes.seq} tokens, m = {sizes.microbatches}. One process "
-        f"and one thread per rank: 2 ranks use the {cores} cores, 4 ranks oversubscribe them "
-        f"two to a core. Engine: ppsched's executor. Predicted: the simulated makespan "
+        f"and one thread per rank, {placement}. Engine: ppsched's executor. Predicted: the "
+        "simulated makespan "
         f"under the profile measured in the same repeat. Measured: the slower rank's step, "
         f"median of {sizes.steps} steps after {sizes.warmup}. Figures are medians over "
         f"{args.repeats} repeats (each profiles, solves and runs from scratch); the error "
@@ -308,7 +318,6 @@ def _report(args: argparse.Namespace, sizes: Sizes, ranks: list[int],
             lines.append(f"- p={p}, repeat {k + 1}: predicted {_order(pred)}; measured "
                          f"{_order(meas)}; tau {tau:+.2f}")
     lines += ["", *_notes(ranks, rows, overhead, compute)]
-    cores = os.cpu_count() or 1
     if min(started.load, os.getloadavg()[0]) > cores:
         lines += ["", f"The load average stayed above the {cores} cores from start to end: "
                   "the ranks got a changing share of a core, so the profile (taken first) "

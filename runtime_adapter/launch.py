@@ -1,7 +1,8 @@
 """Run a function on `world_size` local processes with a gloo process group (tests, benchmarks).
 
-Each process gets one CPU thread, a file-based rendezvous, and a wall-clock limit; what each
-rank's function returns (or the error it raised) comes back to the caller. For real
+Each process gets one CPU thread (and, with ``pin_cores``, a core of its own), a file-based
+rendezvous, and a wall-clock limit; what each rank's function returns (or the error it
+raised) comes back to the caller. For real
 launches use ``torchrun`` (see `runtime_adapter.run`).
 """
 
@@ -32,11 +33,15 @@ class LaunchError(RuntimeError):
 
 
 def launch_local(fn: Callable[..., Any], world_size: int, *args: Any,
-                 timeout_s: float = 120.0, threads: int = 1) -> list[Any]:
+                 timeout_s: float = 120.0, threads: int = 1,
+                 pin_cores: bool = False) -> list[Any]:
     """Call ``fn(rank, world_size, *args)`` on `world_size` spawned processes.
 
     `fn` and `args` must be picklable (a module-level function). The process group
-    (gloo) is initialised before `fn` runs and destroyed after it returns.
+    (gloo) is initialised before `fn` runs and destroyed after it returns. With
+    `pin_cores`, rank r runs on the r-th core this process may use (modulo their number;
+    Linux only), so that two ranks never share a core while one is idle: what a timing
+    benchmark needs to measure the schedule rather than the OS scheduler.
 
     Returns:
         Each rank's return value, in rank order.
@@ -49,8 +54,9 @@ def launch_local(fn: Callable[..., Any], world_size: int, *args: Any,
     with tempfile.TemporaryDirectory(prefix="ppsched-launch-") as tmp:
         init = f"file://{Path(tmp) / 'rendezvous'}"
         results = [Path(tmp) / f"rank{r}.pkl" for r in range(world_size)]
+        cores = pinned_cores(world_size) if pin_cores else [None] * world_size
         procs = [ctx.Process(target=_worker, args=(fn, r, world_size, init, str(results[r]),
-                                                    threads, args), daemon=True)
+                                                    threads, cores[r], args), daemon=True)
                  for r in range(world_size)]
         for proc in procs:
             proc.start()
@@ -78,11 +84,26 @@ def launch_local(fn: Callable[..., Any], world_size: int, *args: Any,
         return values
 
 
+def pinned_cores(world_size: int) -> list[int]:
+    """The core each rank is pinned to: the cores this process may use, in order, reused
+    modulo their number when there are more ranks than cores.
+
+    Raises:
+        RuntimeError: the platform cannot pin processes (no ``os.sched_setaffinity``).
+    """
+    if not hasattr(os, "sched_getaffinity"):
+        raise RuntimeError("pin_cores needs os.sched_setaffinity (Linux); run unpinned")
+    usable = sorted(os.sched_getaffinity(0))
+    return [usable[rank % len(usable)] for rank in range(world_size)]
+
+
 def _worker(fn: Callable[..., Any], rank: int, world_size: int, init: str, result: str,
-            threads: int, args: tuple[Any, ...]) -> None:
+            threads: int, core: int | None, args: tuple[Any, ...]) -> None:
     import torch
     import torch.distributed as dist
 
+    if core is not None:
+        os.sched_setaffinity(0, {core})  # before torch starts its threads: they inherit it
     torch.set_num_threads(threads)
     outcome: dict[str, Any]
     try:
