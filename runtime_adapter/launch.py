@@ -2,8 +2,8 @@
 
 Each process gets one CPU thread (and, with ``pin_cores``, a core of its own), a file-based
 rendezvous, and a wall-clock limit; what each rank's function returns (or the error it
-raised) comes back to the caller. For real
-launches use ``torchrun`` (see `runtime_adapter.run`).
+raised) comes back to the caller. For real launches use ``torchrun`` (see
+`runtime_adapter.run`).
 """
 
 from __future__ import annotations
