@@ -10,8 +10,9 @@ scratch:
    rank measuring its own stages: cut into p stages (one per rank) and into 2p (two per
    rank, loop and V placement).
 2. Solve: ``1f1b``, ``zb-h1`` and ``heuristic`` on the p-stage profile, ``zb-v`` on the
-   V one and ``1f1b-interleaved`` on the loop one (no memory limit). The prediction of a
-   step is the schedule's simulated makespan under its profile.
+   V one and ``1f1b-interleaved`` on the loop one (no memory limit), each on the layout
+   it was profiled for (the heuristic does not re-cut the profile into other layouts).
+   The prediction of a step is the schedule's simulated makespan under its profile.
 3. Run the five schedules side by side with the ppsched executor (round robin, step by
    step, so drift on the machine hits all alike): the measured step is the slower rank's
    ``executor.run`` from a barrier, median over the steps; one more step is recorded op
@@ -107,8 +108,12 @@ def _repeat(rank: int, p: int, sizes: Sizes) -> dict[str, Any] | None:
             name=f"gpt-p{p}-v{chunks}")
     box: list[Any] = [None]
     if rank == 0:  # one solve, the same schedules everywhere
+        # Each method on the layout it was profiled for: left to itself, the heuristic
+        # would also try the one-chunk profile cut into V and loop layouts (DESIGN.md
+        # 6.6: each stage's times split evenly), which predicts a model cut that the
+        # runtime's own split (embedding and head at the ends) does not make.
         box = [{method: solve(parse_profile({**profiles[shape], "memory_limit": None}),
-                              method).model_dump(mode="json")
+                              method, layouts=(shape,)).model_dump(mode="json")
                 for method, shape in METHODS.items()}]
     dist.broadcast_object_list(box, 0)
     schedules = {method: parse_schedule(data) for method, data in box[0].items()}
@@ -206,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int, default=4096)
     parser.add_argument("--microbatch-size", type=int, default=4)
     parser.add_argument("--microbatches", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=9)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--profile-warmup", type=int, default=2,
                         help="untimed rounds of each stage before the profiler's 7")
