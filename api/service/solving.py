@@ -18,8 +18,7 @@ from ppsched.solver.model import (
     Profile,
     ProfileError,
     parse_profile,
-    with_offload,
-    with_offload_bandwidth,
+    with_offload_options,
 )
 from ppsched.solver.solving import (
     ILP,
@@ -113,14 +112,9 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
     if request.gpus_per_node is not None:
         data["gpus_per_node"] = request.gpus_per_node
     profile = parse_profile_field(data)
-    if request.offload_ratio is not None and request.host_bandwidth is not None:
-        raise ProfileError("host_bandwidth", request.host_bandwidth, "null when "
-                           "offload_ratio is given (one way to size the copies)")
-    if request.offload_ratio is not None:
-        profile = with_offload(profile, request.offload_ratio)
-    elif request.host_bandwidth is not None:
-        profile = with_offload_bandwidth(profile, request.host_bandwidth,
-                                         request.memory_unit_bytes)
+    profile = with_offload_options(profile, offload_ratio=request.offload_ratio,
+                                   host_bandwidth=request.host_bandwidth,
+                                   memory_unit_bytes=request.memory_unit_bytes)
     parsed = parse_layouts(request.layouts) if request.layouts else ()
     for layout in parsed:
         # A layout sets v for the whole solve: `loop128` would bypass PPSCHED_MAX_CHUNKS.
