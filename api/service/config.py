@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,3 +79,9 @@ class Settings(BaseSettings):
     retention_interval_s: float = Field(300.0, gt=0, description="How often the cleanup "
                                         "task runs.")
     cpsat_workers: int = Field(1, ge=1, le=64, description="CP-SAT threads per ilp solve.")
+
+    # Eyes on the service (issue 29): logs.
+    log_format: Literal["text", "json"] = Field(
+        "text", description="`text`: one readable line per record (for a laptop); "
+        "`json`: one JSON object per line (time, level, logger, message, request_id, "
+        "job_id and extra fields) for a log collector.")

@@ -24,6 +24,7 @@ from typing import Any
 from ppsched.api.service.config import Settings
 from ppsched.api.service.errors import QueueFull
 from ppsched.api.service.metrics import Metrics
+from ppsched.api.service.request_ids import job_id as job_id_var
 from ppsched.api.service.solving import SolveSpec
 from ppsched.api.service.store import JobRecord, Store
 from ppsched.api.service.worker import JobResult, run_job
@@ -170,6 +171,13 @@ class JobManager:
             # Atomic: of the replicas that queued this id, one claims it.
             if not self.store.claim_job(job_id, self.owner, self.settings.job_lease_s):
                 continue
+            method = str(job.request.get("method", "?"))
+            waited = max(0.0, time.time() - job.created)
+            self.metrics.job_wait.labels(method).observe(waited)
+            began = time.monotonic()
+            job_token = job_id_var.set(job_id)  # the job's id on every log line of its run
+            log.info("job started: %s after %.3f s queued", method, waited,
+                     extra={"method": method, "waited_s": round(waited, 3)})
             try:
                 await self._run(job)
             except asyncio.CancelledError:
@@ -178,6 +186,10 @@ class JobManager:
                 log.exception("job %s failed in its runner", job_id)
                 self.store.update_job(job_id, status="failed", error=f"internal error: {exc}")
             finally:
+                ran = time.monotonic() - began
+                self.metrics.job_run.labels(method).observe(ran)
+                log.info("job ended after %.3f s", ran, extra={"ran_s": round(ran, 3)})
+                job_id_var.reset(job_token)
                 self._update_gauges()
 
     async def _run(self, job: JobRecord) -> None:

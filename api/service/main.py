@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from ppsched.api.service import retention
+from ppsched.api.service import loop_lag, retention, tracing
 from ppsched.api.service.admission import Admission
 from ppsched.api.service.config import Settings
 from ppsched.api.service.deps import ServiceState
@@ -22,6 +22,7 @@ from ppsched.api.service.jobs import JobManager
 from ppsched.api.service.limits import BodyLimit
 from ppsched.api.service.metrics import Metrics
 from ppsched.api.service.pool import SolverPool
+from ppsched.api.service.request_ids import RequestIds
 from ppsched.api.service.routers import (
     advise,
     catalog,
@@ -34,6 +35,7 @@ from ppsched.api.service.routers import (
 )
 from ppsched.api.service.routers import pack as pack_router
 from ppsched.api.service.store import open_store
+from ppsched.api.service.store_errors import count_errors
 from ppsched.solver.model import Profile, Schedule
 
 log = logging.getLogger(__name__)
@@ -49,10 +51,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     metrics = Metrics()
     store = open_store(settings)
+    count_errors(store, lambda op, error: metrics.store_errors.labels(op, error).inc())
     state = ServiceState(
         settings=settings, store=store,
         pool=SolverPool(settings.workers, settings.queue_size, settings.retry_after_s),
         jobs=JobManager(settings, store, metrics), metrics=metrics)
+    _watch_parts(state)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -61,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await state.jobs.start()
         cleaner = asyncio.create_task(retention.cleanup(store, settings), name="retention")
         state.started = True
+        lag = asyncio.create_task(loop_lag.watch(_observe_lag(metrics)), name="loop-lag")
         log.info("ppsched service ready: %d solver workers, %d job workers, store %s",
                  settings.workers, settings.job_workers, store.description)
         try:
@@ -68,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             state.started = False
             cleaner.cancel()
+            lag.cancel()
             await state.jobs.stop()
             await state.pool.shutdown()
             store.close()
@@ -87,6 +93,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Admission, pool=state.pool)
     # Outermost, so that the body limit's 413 carries the headers too.
     app.add_middleware(SecurityHeaders)
+    # Eyes (issue 29): each request's CPU share, its trace span where OpenTelemetry is
+    # installed, and outermost its id, so that every response and log line carries it.
+    app.add_middleware(metrics.cpu_asgi)
+    tracer = tracing.tracer()
+    if tracer is not None:
+        tracing.configure_sdk()
+        app.add_middleware(tracing.Tracing, tracer_=tracer)
+    app.add_middleware(RequestIds)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -116,6 +130,21 @@ def _errors_are_error_bodies(schema: dict[str, Any]) -> None:
                 response["content"] = {"application/json": {"schema": ours}}
     for name in ("HTTPValidationError", "ValidationError"):
         schema["components"]["schemas"].pop(name, None)
+
+
+def _watch_parts(state: ServiceState) -> None:
+    """The runner's liveness, read at each scrape (the pool's queue depth is set by
+    /metrics itself), and the pool's wait times."""
+    metrics, pool = state.metrics, state.pool
+    metrics.runner_alive.set_function(lambda: float(state.jobs.ready))
+    pool.on_wait = metrics.pool_wait.observe
+
+
+def _observe_lag(metrics: Metrics) -> Callable[[float], None]:
+    def observe(lag_s: float) -> None:
+        metrics.loop_lag.set(lag_s)
+        metrics.loop_lag_seconds.observe(lag_s)
+    return observe
 
 
 def app_from_env() -> FastAPI:

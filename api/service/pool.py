@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
@@ -58,6 +59,8 @@ class SolverPool:
         self._idle: asyncio.Queue[_Worker] | None = None
         self._all: list[_Worker] = []
         self._started = 0
+        self.on_wait: Callable[[float], None] | None = None
+        """Called with each call's wait for a worker, in seconds (a metric)."""
 
     @property
     def capacity(self) -> int:
@@ -111,7 +114,10 @@ class SolverPool:
         assert self._idle is not None
         self.in_flight += 1
         try:
+            asked = time.perf_counter()
             worker = await self._idle.get()
+            if self.on_wait is not None:
+                self.on_wait(time.perf_counter() - asked)
             try:
                 worker.conn.send((fn, args))
                 # The read blocks a helper thread, not the loop; a dead child ends it (EOF).
