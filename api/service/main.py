@@ -98,7 +98,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(metrics.cpu_asgi)
     tracer = tracing.tracer()
     if tracer is not None:
-        tracing.configure_sdk()
         app.add_middleware(tracing.Tracing, tracer_=tracer)
     app.add_middleware(RequestIds)
 

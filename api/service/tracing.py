@@ -1,5 +1,7 @@
 """OpenTelemetry traces, where the `otel` extra is installed (``pip install
-'ppsched[otel]'``); without it nothing here is imported and no middleware is added.
+'ppsched[otel]'``: the SDK and the OTLP exporter; the API alone comes with FastAPI).
+Without a tracer provider that records (the API's default is a no-op), no middleware is
+added: a span that goes nowhere would still cost the main process per request.
 
 One server span per request, named ``<METHOD> <route template>`` (never the raw path:
 ids in paths would make every span name unique), child of the caller's span when the
@@ -22,12 +24,17 @@ TRACER_NAME = "ppsched.api.service"
 
 
 def tracer() -> Any | None:
-    """The API's tracer for the service, or None without opentelemetry-api."""
+    """The service's tracer when a recording tracer provider is installed (by
+    `configure_sdk`, or before the app by ``opentelemetry-instrument``), else None."""
     try:
         from opentelemetry import trace
     except ImportError:
         return None
-    return trace.get_tracer(TRACER_NAME)
+    configure_sdk()
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    return provider.get_tracer(TRACER_NAME)
 
 
 def configure_sdk() -> bool:
@@ -46,6 +53,8 @@ def configure_sdk() -> bool:
         log.warning("OTEL_* is set but %s is not installed: no traces are exported "
                     "(pip install 'ppsched[otel]')", exc.name)
         return False
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return False  # one is installed already (an earlier app, opentelemetry-instrument)
     provider = TracerProvider(resource=Resource.create({"service.name": "ppsched"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
