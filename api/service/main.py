@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from ppsched.api.service import loop_lag, retention, tracing
 from ppsched.api.service.admission import Admission
+from ppsched.api.service.answer_memo import AnswerMemo
 from ppsched.api.service.config import Settings
 from ppsched.api.service.deps import ServiceState
 from ppsched.api.service.errors import install_error_handlers
@@ -87,6 +88,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     app.include_router(pack_router.router)  # POST /v1/pack (issue 13)
     install_error_handlers(app)
+    # Innermost: a repeated POST /v1/schedules answered from the store unparsed.
+    app.add_middleware(AnswerMemo, state=state)
     app.add_middleware(metrics.asgi)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outside the body limit: a full pool refuses before the body is even read.

@@ -87,7 +87,14 @@ def check_profile_limits(profile: Any, settings: Settings, prefix: str = "profil
 
 
 def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec:
-    """Validate a schedule request into a `SolveSpec`.
+    """Validate a schedule request into a `SolveSpec` (`spec_and_profile`'s spec)."""
+    return spec_and_profile(request, settings)[0]
+
+
+def spec_and_profile(request: ScheduleRequest, settings: Settings,
+                     ) -> tuple[SolveSpec, Profile]:
+    """Validate a schedule request into a `SolveSpec` and the profile it solves, parsed
+    once (a route that needs the profile too does not parse it again).
 
     Raises:
         LimitExceeded: p, m, v or time_limit_s over the service's limits.
@@ -127,11 +134,12 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
         raise LimitExceeded("layouts" if parsed else "profile.num_microbatches",
                             f"{ops} ops (3 * p * v * m over the layouts)", settings.max_ops,
                             "max_ops")
-    return SolveSpec(profile=profile.model_dump(mode="json"), method=method,
+    spec = SolveSpec(profile=profile.model_dump(mode="json"), method=method,
                      objective=request.objective, time_limit_s=time_limit_s,
                      backend=request.backend, work_limit=request.work_limit,
                      layouts=",".join(map(layout_name, parsed)), ops=ops,
                      compact=request.compact)
+    return spec, profile
 
 
 def count_ops(profile: Profile, layouts: tuple[Layout, ...]) -> int:
