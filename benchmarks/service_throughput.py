@@ -15,8 +15,8 @@ Reported: requests/s, p50 and p99 latency, and the server's main-process CPU per
 (utime + stime of its own process from /proc, not its workers'). The HTTP client is a
 minimal keep-alive HTTP/1.1 client on asyncio streams in this process: it shares the
 machine's CPUs with the server, which the notes say; it runs niced (``--nice``, after
-the in-process loop's workers have started, so they keep the server's priority). Prints a Markdown table and writes
-``benchmarks/results/service_throughput.md``.
+the in-process loop's workers have started, so they keep the server's priority).
+Prints a Markdown table and writes ``benchmarks/results/service_throughput.md``.
 """
 
 from __future__ import annotations
