@@ -73,6 +73,7 @@ class AnswerMemo:
         await self.app(scope, replay, send_status)
         answer = scope.get("state", {}).get(ANSWER_KEY)
         if answer is not None and status in (200, 202) and not more:
+            self._route = scope.get("route", self._route)  # the router's match, kept
             self._memo[digest] = answer
             if len(self._memo) > self.size:
                 self._memo.popitem(last=False)
@@ -91,7 +92,7 @@ class AnswerMemo:
             return False
         self._memo.move_to_end(digest)
         self.state.metrics.cache_hits.inc()
-        scope["route"] = self._post_route(scope)  # for the metrics' route label
+        scope["route"] = self._route  # as the router would set it: the metrics' label
         data = stored.encode()
         headers = [(b"content-length", str(len(data)).encode()),
                    (b"content-type", b"application/json"), (b"x-cache", b"hit")]
@@ -100,11 +101,3 @@ class AnswerMemo:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": data})
         return True
-
-    def _post_route(self, scope: Scope) -> Any:
-        if self._route is None:
-            app = scope.get("app")
-            self._route = next((r for r in getattr(app, "routes", ())
-                                if getattr(r, "path", None) == "/v1/schedules"
-                                and "POST" in getattr(r, "methods", ())), None)
-        return self._route

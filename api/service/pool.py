@@ -19,6 +19,7 @@ from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
+from ppsched.api.service import pipe_io
 from ppsched.api.service.errors import QueueFull, WorkerLost
 from ppsched.api.service.worker import serve_calls
 
@@ -120,8 +121,9 @@ class SolverPool:
                 self.on_wait(time.perf_counter() - asked)
             try:
                 worker.conn.send((fn, args))
-                # The read blocks a helper thread, not the loop; a dead child ends it (EOF).
-                outcome, value = await asyncio.to_thread(worker.conn.recv)
+                # Never blocks the loop (a whole reply is read here, else in a thread);
+                # a dead child ends it (EOF).
+                outcome, value = await pipe_io.recv(worker.conn)
             except asyncio.CancelledError:
                 # The caller went away: the worker would solve for nobody. Kill it, so
                 # the slot is free now, and start another.

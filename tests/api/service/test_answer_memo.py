@@ -49,7 +49,9 @@ def test_a_key_gone_from_the_store_is_solved_again(start_server: Any) -> None:
         db.execute("DELETE FROM schedules WHERE id = ?", (first.json()["id"],))
     again = server.client.post("/v1/schedules", content=body, headers=headers)
     assert again.headers["X-Cache"] == "miss"
-    assert again.content == first.content
+    # The same schedule (its solver block holds the new solve's wall time).
+    drop = lambda body: {k: v for k, v in body.items() if k != "solver"}  # noqa: E731
+    assert drop(again.json()) == drop(first.json())
 
 
 def test_invalid_bytes_are_never_remembered(start_server: Any) -> None:
