@@ -26,6 +26,18 @@ PATHS = frozenset({"/v1/schedules", "/v1/schedules/"})
 _CONTENT_TYPE = b"content-type"
 
 
+def _digest(scope: Scope, body: bytes) -> bytes:
+    """What identifies a request's answer: its bytes, its content type, and the ids'
+    namespace of its caller (with API keys, each tenant's schedule ids are its own: the
+    same bytes from two tenants are two keys; the gate puts the caller in the state)."""
+    content_type = next((v for k, v in scope["headers"] if k == _CONTENT_TYPE), b"")
+    state = scope.get("state") or {}
+    caller = state.get("caller")
+    namespace = bytes(getattr(caller, "scope", b"") or b"")
+    tenant = str(state.get("tenant") or "").encode()
+    return hashlib.sha256(b"\0".join((namespace, tenant, content_type, body))).digest()
+
+
 class AnswerMemo:
     """ASGI middleware in front of POST /v1/schedules (inside the body limit)."""
 
@@ -47,8 +59,7 @@ class AnswerMemo:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        content_type = next((v for k, v in scope["headers"] if k == _CONTENT_TYPE), b"")
-        digest = hashlib.sha256(content_type + b"\0" + body).digest()
+        digest = _digest(scope, body)
         if not more and await self._answered(scope, send, digest):
             return
         replayed = False

@@ -242,3 +242,48 @@ def test_spans_name_the_route_template_and_carry_the_request_id() -> None:
     # The caller's trace is the parent: its trace id reached the span's context.
     caller = trace.get_current_span(span.kwargs["context"]).get_span_context()
     assert f"{caller.trace_id:032x}" == "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def test_the_answer_memo_keeps_tenants_apart() -> None:
+    """The same bytes from callers of two id namespaces are two memo entries: each is
+    answered with its own key, never the other's."""
+    from types import SimpleNamespace
+
+    from ppsched.api.service.answer_memo import ANSWER_KEY, AnswerMemo
+
+    class Store:
+        def get_schedule(self, key: str) -> str | None:
+            return f'{{"id": "{key}"}}'
+
+    served: list[str] = []
+
+    async def route(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        key = "key-" + scope["state"]["caller"].scope.decode()
+        served.append(key)
+        scope["state"][ANSWER_KEY] = (key, None)
+        await PlainTextResponse(key)(scope, receive, send)
+
+    state = SimpleNamespace(store=Store(), metrics=Metrics())
+    memo = AnswerMemo(route, state)
+
+    def as_caller(namespace: str) -> Any:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            scope.setdefault("state", {})["caller"] = SimpleNamespace(
+                scope=namespace.encode())
+            await memo(scope, receive, send)
+        return app
+
+    async def post(app: Any) -> str:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            answer = await client.post("/v1/schedules", content=b"{}")
+            return answer.text
+
+    async def main() -> list[str]:
+        return [await post(as_caller(n)) for n in ("a", "b", "a", "b")]
+
+    answers = asyncio.run(main())
+    assert answers[0] == "key-a" and answers[1] == "key-b"
+    assert answers[2] == '{"id": "key-a"}' and answers[3] == '{"id": "key-b"}'  # memo
+    assert served == ["key-a", "key-b"]
