@@ -127,6 +127,11 @@ def test_fair_queue_takes_owners_in_turn() -> None:
     queue.put_nowait("b1", "team-b")
     taken = [queue.get_nowait() for _ in range(queue.qsize())]
     assert taken == ["flood0", "b0", "c0", "flood1", "b1", "flood2", "flood3"]
+    # An owner just served waits behind one that was not, even if it queues first.
+    queue.put_nowait("flood4", "client:10.0.0.1")
+    queue.put_nowait("d0", "team-d")
+    queue.put_nowait("b2", "team-b")
+    assert [queue.get_nowait() for _ in range(3)] == ["d0", "b2", "flood4"]
 
     async def waits_for_a_put() -> str:
         getter = asyncio.create_task(queue.get())
