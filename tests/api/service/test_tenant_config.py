@@ -18,8 +18,8 @@ from ppsched.api.service.solving import SolveSpec
 from ppsched.api.service.store import SqliteStore
 from ppsched.api.service.tenants import (
     Caller,
-    Tenants,
     TenantConfigError,
+    Tenants,
     parse_keys,
     parse_keys_file,
     scoped,

@@ -5,6 +5,10 @@ from filling the job queue."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -12,10 +16,17 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from ppsched.api.service.store import open_store
 from ppsched.api.service.config import Settings
+from ppsched.api.service.store import open_store
 
-from tests.api.service.conftest import EASY, HARD, Server, assert_error, wait_for_job
+from tests.api.service.conftest import (
+    EASY,
+    HARD,
+    REPO,
+    Server,
+    assert_error,
+    wait_for_job,
+)
 from tests.api.service.postgres import PostgresServer
 
 KEY_A = "key-of-team-a-4f1c9e2b7d"
@@ -89,8 +100,6 @@ def test_keys_answer_401_and_tenants_do_not_see_each_other(start_server: Any) ->
 
 
 def test_keys_file_and_open_metrics(start_server: Any, tmp_path: Any) -> None:
-    import hashlib
-
     keys = tmp_path / "keys"
     keys.write_text(f"# the team\nteam-a:{hashlib.sha256(KEY_A.encode()).hexdigest()}\n")
     server = start_server(api_keys_file=keys, metrics_open="true")
@@ -101,15 +110,8 @@ def test_keys_file_and_open_metrics(start_server: Any, tmp_path: Any) -> None:
 
 
 def test_a_bad_key_setting_stops_start_up_in_one_line(tmp_path: Any) -> None:
-    import subprocess
-    import sys
-
-    from tests.api.service.conftest import REPO
-
     env = {"PPSCHED_API_KEYS": f"team-a={KEY_A},team-a={KEY_B}",
            "PPSCHED_DB_PATH": str(tmp_path / "db.sqlite3")}
-    import os
-
     done = subprocess.run([sys.executable, "-m", "ppsched.api.cli", "serve", "--port", "0"],
                           env={**os.environ, **env}, capture_output=True, text=True,
                           cwd=REPO, timeout=60)
