@@ -28,6 +28,8 @@ TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 MIN_KEY_CHARS = 16
 """Shorter keys are refused: a key is a password that scripts hold, so it can be long."""
+_KEY_RULE = (f"a key of at least {MIN_KEY_CHARS} printable ASCII characters without "
+             "spaces (as an HTTP header carries it)")
 _TENANT_RULE = "letters, digits, '_', '.', '-' (at most 64, starting with a letter or digit)"
 
 
@@ -119,10 +121,9 @@ def parse_keys(text: str) -> dict[str, str]:
         if not key:
             raise TenantConfigError(variable, f"{where} (tenant {tenant!r}: empty key)",
                                     "a non-empty key after '='")
-        if len(key) < MIN_KEY_CHARS or any(c.isspace() for c in key):
+        if not _usable(key):
             raise TenantConfigError(variable, f"{where} (tenant {tenant!r}: a key of "
-                                    f"{len(key)} characters)", f"a key of at least "
-                                    f"{MIN_KEY_CHARS} characters without spaces")
+                                    f"{len(key)} characters)", _KEY_RULE)
         digests[tenant] = hash_key(key)
     return digests
 
@@ -171,6 +172,11 @@ def _check_tenant(variable: str, where: str, tenant: str, seen: dict[str, str]) 
                                 "each tenant once")
 
 
+def _usable(key: str) -> bool:
+    return len(key) >= MIN_KEY_CHARS and key.isascii() and key.isprintable() and \
+        " " not in key
+
+
 def key_line(tenant: str, key: str) -> str:
     """The keys-file line for `tenant` and `key`.
 
@@ -178,9 +184,9 @@ def key_line(tenant: str, key: str) -> str:
         TenantConfigError: a bad tenant name or a short key.
     """
     _check_tenant("TENANT", "the argument", tenant, {})
-    if len(key) < MIN_KEY_CHARS or any(c.isspace() for c in key):
-        raise TenantConfigError("KEY", f"a key of {len(key)} characters", f"at least "
-                                f"{MIN_KEY_CHARS} characters without spaces on stdin")
+    if not _usable(key):
+        raise TenantConfigError("KEY", f"a key of {len(key)} characters", f"{_KEY_RULE} "
+                                "on stdin")
     return f"{tenant}:{hash_key(key)}"
 
 

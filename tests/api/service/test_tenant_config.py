@@ -60,6 +60,8 @@ def test_bad_key_strings_fail_naming_the_variable_and_the_item() -> None:
     _error("PPSCHED_API_KEYS", "item 1 (tenant 'a': empty key)", lambda: parse_keys("a="))
     _error("PPSCHED_API_KEYS", "item 2 (no '=')", lambda: parse_keys(f"a={KEY_A},{KEY_B}"))
     _error("PPSCHED_API_KEYS", "a key of 5 characters", lambda: parse_keys("a=short"))
+    _error("PPSCHED_API_KEYS", "a key of 19 characters",
+           lambda: parse_keys("a=clé-de-seize-signes"))  # not ASCII: no header carries it
     _error("PPSCHED_API_KEYS", "item 1 (tenant 'no:colons')",
            lambda: parse_keys(f"no:colons={KEY_A}"))
 
@@ -101,7 +103,7 @@ def test_keys_hash_command_makes_a_line_the_service_reads(tmp_path: Path) -> Non
     found = Tenants.from_settings(None, tmp_path / "keys").authenticate(KEY_A)
     assert found is not None and found[0] == "team-a"
     short = subprocess.run(run, input="short\n", capture_output=True, text=True, cwd=REPO)
-    assert short.returncode != 0 and "at least 16 characters" in short.stderr
+    assert short.returncode != 0 and "at least 16 printable ASCII" in short.stderr
 
 
 def test_a_tenants_ids_are_its_own() -> None:
