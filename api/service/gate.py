@@ -129,3 +129,20 @@ def may_see(caller: Caller | None, job_owner: str | None) -> bool:
     if caller is None or caller.tenant is None:
         return True
     return job_owner == caller.tenant
+
+
+def declare_statuses(schema: dict[str, Any]) -> None:
+    """Declare in the OpenAPI document the gate's answers on every route behind it: 401
+    (when keys are configured) and 429 (a quota)."""
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for path, operations in schema.get("paths", {}).items():
+        if is_open(path, metrics_open=False):
+            continue
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            responses.setdefault("401", {
+                "description": "With API keys configured: no valid 'Authorization: Bearer "
+                "KEY' (WWW-Authenticate: Bearer).", "content": body})
+            responses.setdefault("429", {
+                "description": "A quota of the caller's (PPSCHED_QUOTA_*): the error names "
+                "it; retry after the Retry-After header's seconds.", "content": body})

@@ -17,7 +17,7 @@ from ppsched.api.service.admission import Admission
 from ppsched.api.service.config import Settings
 from ppsched.api.service.deps import ServiceState
 from ppsched.api.service.errors import install_error_handlers
-from ppsched.api.service.gate import Gate
+from ppsched.api.service.gate import Gate, declare_statuses
 from ppsched.api.service.headers import SecurityHeaders
 from ppsched.api.service.jobs import JobManager
 from ppsched.api.service.limits import BodyLimit
@@ -113,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 components.update(model_schema.pop("$defs", {}))
                 components[model.__name__] = model_schema
             _errors_are_error_bodies(schema)
+            declare_statuses(schema)  # 401 and 429 of the gate (tenants, quotas)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -86,6 +86,9 @@ def test_keys_answer_401_and_tenants_do_not_see_each_other(start_server: Any) ->
                  "/openapi.json", "/docs"):
         assert anonymous.get(path).status_code == 200, path
     assert anonymous.get("/metrics").status_code == 401  # PPSCHED_METRICS_OPEN unset
+    paths = anonymous.get("/openapi.json").json()["paths"]  # the contract says so
+    assert {"401", "429"} <= set(paths["/v1/jobs/{job_id}"]["delete"]["responses"])
+    assert "401" not in paths["/healthz"]["get"]["responses"]
     with _as(server, KEY_B) as b:
         assert b.get("/metrics").status_code == 200
         assert b.get("/v1/methods").status_code == 200
