@@ -393,6 +393,8 @@ def test_page_works_with_api_keys(browser: Any, keyed_server: str) -> None:
         page.press("#api-key", "Tab")  # the change event: the page loads its lists
         page.wait_for_selector("body[data-ready='true']")
         assert page.is_hidden("#error")
+        compare = [o.get_attribute("value") for o in page.query_selector_all("#method-b option")]
+        assert compare[0] == "" and "1f1b" in compare and len(compare) == len(set(compare))
         page.select_option("#method-a", "1f1b")
         page.select_option("#method-b", "1f1b")
         page.click("#solve")

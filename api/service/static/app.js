@@ -100,7 +100,10 @@ async function init() {
 async function loadCatalog() {
   try {
     const [m, e] = await Promise.all([api("/v1/methods"), api("/v1/examples")]);
-    for (const id of ["method-a", "method-b", "example"]) $(id).replaceChildren();
+    // Loaded again after a 401: the lists filled once, never twice ("(none)" stays).
+    for (const id of ["method-a", "method-b", "example"]) {
+      for (const option of [...$(id).options]) if (option.value) option.remove();
+    }
     fillMethods(m.body.methods);
     examples = e.body.examples;
     for (const example of examples) $("example").append(new Option(example.name, example.name));
