@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from ppsched.api.service.deps import ServiceState, State
 from ppsched.api.service.errors import NotFound
 from ppsched.api.service.flight import unless_disconnected
+from ppsched.api.service.gate import CallerDep
 from ppsched.api.service.schemas import (
     EXAMPLE_PROFILE,
     ErrorBody,
@@ -20,6 +21,7 @@ from ppsched.api.service.schemas import (
     ScheduleResult,
 )
 from ppsched.api.service.solving import SolveSpec, is_synchronous, spec_from_request
+from ppsched.api.service.tenants import scoped
 from ppsched.api.service.worker import render_view, solve_body
 from ppsched.solver.model import ProfileError, SolverError, parse_profile, shape_warnings
 from ppsched.solver.render import note_of_counts
@@ -63,11 +65,13 @@ _REQUEST_EXAMPLES = {
     openapi_extra={"requestBody": {"content": {"application/json": {
         "examples": _REQUEST_EXAMPLES}}}},
 )
-async def create_schedule(request: ScheduleRequest, state: State, http: Request) -> Response:
+async def create_schedule(request: ScheduleRequest, state: State, http: Request,
+                          caller: CallerDep) -> Response:
     """Solve `profile` with `method`. A repeated request is answered from the store; a
     request over the synchronous budget (more ops than PPSCHED_MAX_SYNC_OPS, or an ilp
     time limit over the ceiling) becomes a job (202, Location: /v1/jobs/{id})."""
-    spec = spec_from_request(request, state.settings)
+    # With API keys, ids are the tenant's own (tenants.ScopedSpec).
+    spec = scoped(spec_from_request(request, state.settings), caller)
     # A shape that solves but is rarely meant (m < p): said beside the schedule, whose
     # JSON stays DESIGN.md's, stored or fresh.
     warnings = shape_warnings(parse_profile(spec.profile))
@@ -79,7 +83,7 @@ async def create_schedule(request: ScheduleRequest, state: State, http: Request)
                         headers={"X-Cache": "hit", **warned})
     state.metrics.cache_misses.inc()
     if not is_synchronous(spec, state.settings):
-        job = state.jobs.submit(spec)
+        job = state.jobs.submit(spec, caller.owner if caller else None)
         link = f"/v1/jobs/{job.id}"
         body = {"id": job.id, "status": job.status, "links": {"self": link}}
         return JSONResponse(body, status_code=202, headers={"Location": link, **warned})

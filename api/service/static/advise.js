@@ -78,7 +78,8 @@
     let response, body;
     try {
       response = await fetch("/v1/advise", {
-        method: "POST", headers: { "content-type": "application/json" },
+        method: "POST", headers: { "content-type": "application/json",
+                   ...(typeof authHeaders === "function" ? authHeaders() : {}) },
         body: JSON.stringify(config) });
       body = await response.json();
     } catch (exc) {
