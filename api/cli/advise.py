@@ -14,14 +14,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppsched.solver.advisor import STRATEGIES, advise, format_table, parse_advisor_config
-from ppsched.solver.advisor.assumptions import assumptions, format_assumptions, set_field
-from ppsched.solver.advisor.rank import winner
-from ppsched.solver.advisor.sensitivity import (
+from ppsched.solver.advisor import (
     DEFAULT_MAX_RUNS,
+    STRATEGIES,
+    advise,
+    format_assumptions,
     format_sensitivity,
-    sensitivity,
+    format_table,
+    list_assumptions,
+    parse_advisor_config,
+    probe_sensitivity,
+    set_field,
     summary_line,
+    winner,
 )
 from ppsched.solver.model import ProfileError, install_command
 
@@ -170,8 +175,8 @@ def run_advise(args: argparse.Namespace) -> int:
         return 0
     config = parse_advisor_config(data)
     ranked = advise(config)
-    items = assumptions(config, frozenset(field for field, _ in overrides))
-    report = (sensitivity(data, ranked, args.sensitivity_runs)
+    items = list_assumptions(config, frozenset(field for field, _ in overrides))
+    report = (probe_sensitivity(data, ranked, args.sensitivity_runs)
               if args.sensitivity_runs > 0 else None)
     if args.json:
         json.dump({"ranked": [c.to_dict() for c in ranked], "winner": winner(ranked),

@@ -58,7 +58,7 @@ def _section(config: AdvisorConfig, field: str) -> tuple[BaseModel, str]:
     return node, leaf
 
 
-def assumptions(config: AdvisorConfig, overridden: frozenset[str] = frozenset()
+def list_assumptions(config: AdvisorConfig, overridden: frozenset[str] = frozenset()
                 ) -> list[Assumption]:
     """Every assumption of `config`, in `ASSUMED`'s order; `overridden` names the fields the
     command line set (they read ``--set``)."""

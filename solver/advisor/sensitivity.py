@@ -196,7 +196,7 @@ def _probe_range(run: _Runner, field: str, grid: list[Any], current: Any,
     return tuple(sides)
 
 
-def sensitivity(data: dict[str, Any], ranked: list[Candidate],
+def probe_sensitivity(data: dict[str, Any], ranked: list[Candidate],
                 max_runs: int = DEFAULT_MAX_RUNS) -> SensitivityReport:
     """Every assumption of config `data` probed for whether it flips the winner of
     `ranked` (the advisor's answer for `data`), in at most `max_runs` reruns."""

@@ -12,7 +12,7 @@ from ppsched.solver.advisor.assumptions import (
     CONFIG,
     DEFAULT,
     as_config_data,
-    assumptions,
+    list_assumptions,
     set_field,
 )
 from ppsched.solver.advisor.rank import advise, parse_advisor_config, uses_recompute, winner
@@ -21,7 +21,7 @@ from ppsched.solver.advisor.sensitivity import (
     NOT_EXAMINED,
     format_sensitivity,
     probe_grid,
-    sensitivity,
+    probe_sensitivity,
     summary_line,
 )
 
@@ -42,7 +42,7 @@ def _winner(data: dict[str, Any]) -> str:
 
 def test_every_assumption_is_listed_with_its_source() -> None:
     data = set_field(BASE, "fsdp_overlap", False)
-    items = {a.field: a for a in assumptions(parse_advisor_config(data),
+    items = {a.field: a for a in list_assumptions(parse_advisor_config(data),
                                              frozenset({"cluster.mfu"}))}
     assert list(items) == list(ASSUMED)
     assert items["fsdp_overlap"].value is False and items["fsdp_overlap"].source == CONFIG
@@ -60,9 +60,9 @@ def test_assumptions_round_trip_through_a_config() -> None:
     data.update(recompute=["1f1b", "fsdp"], alpha=0.25, act_bytes_per_token_hidden=20.0)
     data["cluster"]["latency_us"] = 3.0
     config = parse_advisor_config(data)
-    items = assumptions(config)
+    items = list_assumptions(config)
     pinned = parse_advisor_config(as_config_data(config, items))
-    again = assumptions(pinned)
+    again = list_assumptions(pinned)
     assert [(a.field, a.value) for a in again] == [(a.field, a.value) for a in items]
     assert all(a.source == CONFIG for a in again)  # every value now written out
     assert [c.to_dict() for c in advise(pinned)] == [c.to_dict() for c in advise(config)]
@@ -92,7 +92,7 @@ def _check_flips(data: dict[str, Any], report: Any) -> int:
 
 
 def test_each_flip_found_is_a_flip_when_rerun() -> None:
-    report = sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=200)
+    report = probe_sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=200)
     assert report.complete
     flips = {i.field for i in report.items if i.flips}
     assert {"num_microbatches", "cluster.inter_node_gbps", "recompute[zb-v]"} <= flips
@@ -103,7 +103,7 @@ def test_each_flip_found_is_a_flip_when_rerun() -> None:
 
 
 def test_the_bisection_brackets_the_flip_on_the_grid() -> None:
-    report = sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=200)
+    report = probe_sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=200)
     config = parse_advisor_config(BASE)
     for item in report.items:
         grid = probe_grid(config, item.field)
@@ -119,7 +119,7 @@ def test_memory_flips_are_found_without_rerunning_the_strategies() -> None:
     data = set_field(BASE, "cluster.gpu_memory_gb", 2.4)
     ranked = advise(parse_advisor_config(data))
     assert winner(ranked) == "1f1b"
-    report = sensitivity(data, ranked, max_runs=200)
+    report = probe_sensitivity(data, ranked, max_runs=200)
     memory = next(i for i in report.items if i.field == "cluster.gpu_memory_gb")
     up = next(s for s in memory.sides if s.end > 2.4)
     assert up.flip_to == "zb-v"
@@ -131,7 +131,7 @@ def test_memory_flips_are_found_without_rerunning_the_strategies() -> None:
 
 
 def test_the_cap_is_kept_and_said() -> None:
-    report = sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=5)
+    report = probe_sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=5)
     assert report.runs <= 5 and not report.complete
     assert any(i.note == NOT_EXAMINED for i in report.items)
     assert "some assumptions not examined" in summary_line(report)
@@ -152,7 +152,7 @@ def test_grids_hold_the_current_value_and_accepted_values() -> None:
 
 @pytest.mark.parametrize("field", ["fsdp_overlap", "cluster.host_link_gbps"])
 def test_probes_of_one_strategy_or_none(field: str) -> None:
-    report = sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=200)
+    report = probe_sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=200)
     item = next(i for i in report.items if i.field == field)
     if field == "fsdp_overlap":
         assert item.sides and item.sides[0].end is False

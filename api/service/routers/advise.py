@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
-from ppsched.solver.advisor import AdvisorConfig, advise, format_table, parse_advisor_config
-from ppsched.solver.advisor.assumptions import assumptions
-from ppsched.solver.advisor.rank import winner
-from ppsched.solver.advisor.sensitivity import sensitivity as probe_sensitivity
+from ppsched.solver.advisor import (
+    AdvisorConfig,
+    advise,
+    format_table,
+    list_assumptions,
+    parse_advisor_config,
+    probe_sensitivity,
+    winner,
+)
 from ppsched.solver.model import ProfileError
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,5 +103,5 @@ def post_advise(config: Annotated[dict[str, Any], Body(
     return AdviseResponse(ranked=[AdviseCandidate(**c.to_dict()) for c in ranked],
                           winner=winner(ranked), table=format_table(parsed, ranked),
                           assumptions=[AdviseAssumption(**a.to_dict())
-                                       for a in assumptions(parsed)],
+                                       for a in list_assumptions(parsed)],
                           sensitivity=report.to_dict() if report else None)
