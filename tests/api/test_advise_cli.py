@@ -24,7 +24,7 @@ def test_example_prints_a_ranked_table(capsys: pytest.CaptureFixture[str]) -> No
     # every assumption follows the table, with where it came from
     start = out.index("assumptions (value, from where; set any with --set FIELD=VALUE):")
     listed = {line.split()[0]: line.split()[-1] for line in out[start + 1:]}
-    assert listed["cluster.mfu"] == "(config)" and listed["fsdp_overlap"] == "(default)"
+    assert listed["cluster.mfu"] == "(config)" and listed["alpha"] == "(default)"
     assert not any(line.startswith("sensitivity") for line in out)
 
 
@@ -43,29 +43,42 @@ def test_json_output_and_strategy_subset(capsys: pytest.CaptureFixture[str]) -> 
                                                    "recompute[1f1b]"}
 
 
-def test_set_overrides_a_field_and_is_marked(capsys: pytest.CaptureFixture[str]) -> None:
+def test_set_overrides_a_field_and_is_marked(capsys: pytest.CaptureFixture[str],
+                                             tmp_path: Path) -> None:
     assert main(["advise", str(EXAMPLE), "--json", "--strategies", "1f1b,fsdp",
-                 "--sensitivity-runs", "0", "--set", "fsdp_overlap=false",
+                 "--sensitivity-runs", "0", "--set", "fsdp_overlap=true",
                  "--set", "cluster.mfu=0.35"]) == 0
     data = json.loads(capsys.readouterr().out)
     fields = {a["field"]: a for a in data["assumptions"]}
-    assert fields["fsdp_overlap"] == {**fields["fsdp_overlap"], "value": False,
+    assert fields["fsdp_overlap"] == {**fields["fsdp_overlap"], "value": True,
                                       "source": "--set"}
     assert fields["cluster.mfu"]["value"] == 0.35 and fields["cluster.mfu"]["source"] == "--set"
     assert data["sensitivity"] is None
-    # the same answer as a config file that says so
+    # the same answer as a config file that says so (there, the source reads 'config')
+    text = EXAMPLE.read_text().replace("fsdp_overlap: false", "fsdp_overlap: true")
+    text = text.replace("mfu: 0.5 ", "mfu: 0.35")
+    assert "fsdp_overlap: true" in text and "mfu: 0.35" in text
+    (tmp_path / "set.yaml").write_text(text)
+    assert main(["advise", str(tmp_path / "set.yaml"), "--json", "--strategies",
+                 "1f1b,fsdp", "--sensitivity-runs", "0"]) == 0
+    edited = json.loads(capsys.readouterr().out)
+    assert edited["ranked"] == data["ranked"]
+    assert {a["field"]: a["source"] for a in edited["assumptions"]}["cluster.mfu"] == "config"
+    # and not the example's own answer
     assert main(["advise", str(EXAMPLE), "--json", "--strategies", "1f1b,fsdp",
                  "--sensitivity-runs", "0"]) == 0
-    plain = json.loads(capsys.readouterr().out)
-    assert plain["ranked"] != data["ranked"]
+    assert json.loads(capsys.readouterr().out)["ranked"] != data["ranked"]
 
 
 def test_sensitivity_lines_follow_the_assumptions(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["advise", str(EXAMPLE), "--strategies", "1f1b,fsdp,weipipe-interleave"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1].startswith("sensitivity: the pick fsdp flips with")
+    assert out[-1].startswith("sensitivity: the pick weipipe-interleave flips with")
     line = next(x for x in out if x.split()[:1] == ["fsdp_overlap"] and "set to" in x)
-    assert "set to false: weipipe-interleave wins" in line
+    assert "set to true: fsdp wins" in line
+    line = next(x for x in out if x.split()[:1] == ["cluster.inter_node_gbps"]
+                and "holds at" in x)
+    assert "up to 12.5: fsdp wins at" in line
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
