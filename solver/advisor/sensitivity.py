@@ -197,9 +197,11 @@ def _probe_range(run: _Runner, field: str, grid: list[Any], current: Any,
 
 
 def probe_sensitivity(data: dict[str, Any], ranked: list[Candidate],
-                max_runs: int = DEFAULT_MAX_RUNS) -> SensitivityReport:
+                      max_runs: int = DEFAULT_MAX_RUNS,
+                      ceilings: dict[str, float] | None = None) -> SensitivityReport:
     """Every assumption of config `data` probed for whether it flips the winner of
-    `ranked` (the advisor's answer for `data`), in at most `max_runs` reruns."""
+    `ranked` (the advisor's answer for `data`), in at most `max_runs` reruns; `ceilings`
+    cut a field's range (the service's limits: no probe asks for more than a request may)."""
     config = parse_advisor_config(data)
     base = winner(ranked) or NONE_FITS
     run = _Runner(data, config, ranked, max_runs)
@@ -227,6 +229,9 @@ def probe_sensitivity(data: dict[str, Any], ranked: list[Candidate],
                 not current, w, *((not current, w, current) if w != base else ())),)))
             continue
         grid = probe_grid(config, probe)
+        if grid is not None and probe in (ceilings or {}):
+            top = max((ceilings or {})[probe], current)
+            grid = [x for x in grid if x <= top]
         if grid is None:
             why = ("moves no strategy's figures" if ASSUMED.get(probe) == ()
                    else "a fact of the cluster or the model, not probed")
@@ -239,7 +244,8 @@ def probe_sensitivity(data: dict[str, Any], ranked: list[Candidate],
                                      f"not examined: {exc}"))
             continue
         items.append(Sensitivity(probe, current, (grid[0], grid[-1]), sides,
-                                 "" if sides else NOT_EXAMINED))
+                                 "" if sides else NOT_EXAMINED if run.spent
+                                 else "no value to check besides the current one"))
     return SensitivityReport(base, items, run.runs, max_runs)
 
 

@@ -158,3 +158,10 @@ def test_probes_of_one_strategy_or_none(field: str) -> None:
         assert item.sides and item.sides[0].end is False
     else:
         assert not item.sides and "moves no strategy" in item.note
+
+
+def test_ceilings_cut_a_range() -> None:
+    report = probe_sensitivity(BASE, advise(parse_advisor_config(BASE)), max_runs=200,
+                               ceilings={"num_microbatches": 16})
+    item = next(i for i in report.items if i.field == "num_microbatches")
+    assert item.range == (4, 16) and max(s.end for s in item.sides) == 16

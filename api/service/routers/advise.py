@@ -99,7 +99,9 @@ def post_advise(config: Annotated[dict[str, Any], Body(
         raise ProfileError("model.layers", parsed.model.layers,
                            f"at most {MAX_LAYERS} in the service (the CLI has no limit)")
     ranked = advise(parsed)
-    report = probe_sensitivity(config, ranked, MAX_SENSITIVITY_RUNS) if sensitivity else None
+    report = (probe_sensitivity(config, ranked, MAX_SENSITIVITY_RUNS,
+                                {"num_microbatches": MAX_MICROBATCHES})
+              if sensitivity else None)
     return AdviseResponse(ranked=[AdviseCandidate(**c.to_dict()) for c in ranked],
                           winner=winner(ranked), table=format_table(parsed, ranked),
                           assumptions=[AdviseAssumption(**a.to_dict())
