@@ -33,7 +33,7 @@ from ppsched.solver.advisor.rank import (
 from ppsched.solver.model.errors import ProfileError
 
 GRID_POINTS = 33  # a continuous range is cut into 32 steps: bisection takes at most 5 runs
-DEFAULT_MAX_RUNS = 40
+DEFAULT_MAX_RUNS = 48
 NONE_FITS = "(none fits)"
 
 
@@ -157,10 +157,12 @@ class _Runner:
 
     def winner_at(self, field: str, value: Any, moves: tuple[str, ...] | None) -> str:
         config = parse_advisor_config(set_field(self.data, field, value))
-        self.runs += 1
+        names = config.strategies or STRATEGIES
+        # Only a rerun of some strategy counts against the cap; a refit is free.
+        self.runs += any(moves is None or name in moves for name in names)
         limit = config.cluster.gpu_memory_gb
         out = []
-        for name in config.strategies or STRATEGIES:
+        for name in names:
             if moves is None or name in moves:
                 out.append(run_strategy(config, name))
             else:  # unchanged figures; only what fits can move (the GPU memory)
@@ -174,10 +176,11 @@ def _probe_range(run: _Runner, field: str, grid: list[Any], current: Any,
                  base: str) -> tuple[Side, ...]:
     at = grid.index(current)
     sides = []
+    free = ASSUMED.get(field) == ()  # moves no strategy: no rerun, nothing to cap
     for end_index in (0, len(grid) - 1):
         if end_index == at:
             continue
-        if run.spent:
+        if run.spent and not free:
             return ()
         end_winner = run.winner_at(field, grid[end_index], ASSUMED.get(field))
         if end_winner == base:
@@ -185,7 +188,7 @@ def _probe_range(run: _Runner, field: str, grid: list[Any], current: Any,
             continue
         held, flipped, flip_to = at, end_index, end_winner
         # Invariant: the winner at grid[held] is the answer's, at grid[flipped] it is not.
-        while abs(flipped - held) > 1 and not run.spent:
+        while abs(flipped - held) > 1 and (free or not run.spent):
             mid = (held + flipped) // 2
             w = run.winner_at(field, grid[mid], ASSUMED.get(field))
             if w == base:
@@ -244,7 +247,7 @@ def probe_sensitivity(data: dict[str, Any], ranked: list[Candidate],
                                      f"not examined: {exc}"))
             continue
         items.append(Sensitivity(probe, current, (grid[0], grid[-1]), sides,
-                                 "" if sides else NOT_EXAMINED if run.spent
+                                 "" if sides else NOT_EXAMINED if len(grid) > 1
                                  else "no value to check besides the current one"))
     return SensitivityReport(base, items, run.runs, max_runs)
 

@@ -128,6 +128,10 @@ def test_memory_flips_are_found_without_rerunning_the_strategies() -> None:
     down = next(s for s in memory.sides if s.end < 2.4)
     assert down.winner == NONE_FITS  # 1.2 GB: nothing fits
     _check_flips(data, report)
+    # no strategy is rerun for it: the memory is probed even with no reruns left
+    free = probe_sensitivity(data, ranked, max_runs=0)
+    again = next(i for i in free.items if i.field == "cluster.gpu_memory_gb")
+    assert free.runs == 0 and again.sides == memory.sides
 
 
 def test_the_cap_is_kept_and_said() -> None:
