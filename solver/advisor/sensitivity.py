@@ -43,9 +43,12 @@ class Side:
 
     end: Any  # the range's end in this direction
     winner: str  # the winner at the end (NONE_FITS: nothing fits there)
-    flip_at: Any = None  # the checked value nearest the current one whose winner differs
-    flip_to: str | None = None  # the winner at flip_at
-    held_until: Any = None  # the checked value next to flip_at that keeps the answer
+    # A checked value whose winner differs (None: the pick holds at every value checked this
+    # way), and the winner there; held_until keeps the answer and is flip_at's neighbour on
+    # the grid unless the cap stopped the bisection early.
+    flip_at: Any = None
+    flip_to: str | None = None
+    held_until: Any = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class Sensitivity:
 
 @dataclass(frozen=True)
 class SensitivityReport:
+    """Every assumption's probe, and the reruns they took."""
+
     winner: str
     items: list[Sensitivity]
     runs: int
