@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+from ppsched.api.offload_options import with_offload_options as apply_offload_options
 from ppsched.solver.model import (
     Profile,
     ProfileError,
     parse_profile,
-)
-from ppsched.solver.model import (
-    with_offload_options as apply_offload_options,
 )
 from ppsched.solver.solving import Layout, parse_layouts
 

@@ -18,11 +18,13 @@ from ppsched.api.service.answer_memo import AnswerMemo
 from ppsched.api.service.config import Settings
 from ppsched.api.service.deps import ServiceState
 from ppsched.api.service.errors import install_error_handlers
+from ppsched.api.service.gate import Gate, declare_statuses
 from ppsched.api.service.headers import SecurityHeaders
 from ppsched.api.service.jobs import JobManager
 from ppsched.api.service.limits import BodyLimit
 from ppsched.api.service.metrics import Metrics
 from ppsched.api.service.pool import SolverPool
+from ppsched.api.service.quotas import Quotas, install_quota_handler
 from ppsched.api.service.request_ids import RequestIds
 from ppsched.api.service.routers import (
     advise,
@@ -37,6 +39,7 @@ from ppsched.api.service.routers import (
 from ppsched.api.service.routers import pack as pack_router
 from ppsched.api.service.store import open_store
 from ppsched.api.service.store_errors import count_errors
+from ppsched.api.service.tenants import Tenants
 from ppsched.solver.model import Profile, Schedule
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service; its store, pool and job runners open when the app starts."""
     settings = settings or Settings()
     metrics = Metrics()
+    # Keys first: a bad key setting stops start-up before a store or a worker opens.
+    tenants = Tenants.from_settings(
+        settings.api_keys.get_secret_value() if settings.api_keys else None,
+        settings.api_keys_file)
     store = open_store(settings)
     count_errors(store, lambda op, error: metrics.store_errors.labels(op, error).inc())
     state = ServiceState(
@@ -69,6 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lag = asyncio.create_task(loop_lag.watch(_observe_lag(metrics)), name="loop-lag")
         log.info("ppsched service ready: %d solver workers, %d job workers, store %s",
                  settings.workers, settings.job_workers, store.description)
+        log.info("API keys: %s", f"{len(tenants.names)} tenants" if tenants.enabled else
+                 "none (open mode: anyone who reaches this port may use it)")
         try:
             yield
         finally:
@@ -94,6 +103,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outside the body limit: a full pool refuses before the body is even read.
     app.add_middleware(Admission, pool=state.pool)
+    # Keys and per-caller quotas (issue 29): outside admission, so an unknown caller
+    # learns nothing of the pool's state.
+    app.add_middleware(Gate, tenants=tenants, quotas=Quotas(settings),
+                       metrics_open=settings.metrics_open)
+    install_quota_handler(app)
     # Outermost, so that the body limit's 413 carries the headers too.
     app.add_middleware(SecurityHeaders)
     # Eyes (issue 29): each request's CPU share, its trace span where OpenTelemetry is
@@ -115,6 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 components.update(model_schema.pop("$defs", {}))
                 components[model.__name__] = model_schema
             _errors_are_error_bodies(schema)
+            declare_statuses(schema)  # 401 and 429 of the gate (tenants, quotas)
             app.openapi_schema = schema
         return app.openapi_schema
 

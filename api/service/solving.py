@@ -14,11 +14,11 @@ from ppsched.api.service.schemas import ScheduleRequest
 from ppsched.api.service.worker import body_with_links, content_id
 
 __all__ = ["content_id"]  # re-exported: the routers' import of it
+from ppsched.api.offload_options import with_offload_options
 from ppsched.solver.model import (
     Profile,
     ProfileError,
     parse_profile,
-    with_offload_options,
 )
 from ppsched.solver.solving import (
     ILP,

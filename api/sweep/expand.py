@@ -37,6 +37,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from ppsched.api.offload_options import with_offload_options
 from ppsched.api.sweep.grid import (
     SCALE_FIELDS,
     SPREAD_AXIS,
@@ -52,7 +53,6 @@ from ppsched.solver.model import (
     ProfileError,
     parse_profile,
     with_chunks,
-    with_offload_options,
 )
 from ppsched.solver.solving import HEURISTIC, ILP
 

@@ -16,11 +16,7 @@ from ppsched.solver.model.layers import (
     parse_layers,
 )
 from ppsched.solver.model.names import closest_name, did_you_mean
-from ppsched.solver.model.offload_sizing import (
-    with_offload,
-    with_offload_bandwidth,
-    with_offload_options,
-)
+from ppsched.solver.model.offload_sizing import with_offload, with_offload_bandwidth
 from ppsched.solver.model.ops import KINDS, FBOp, Kind, Op, Orders, parts
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import Profile, load_profile, parse_profile, read_json
@@ -71,5 +67,4 @@ __all__ = [
     "with_chunks",
     "with_offload",
     "with_offload_bandwidth",
-    "with_offload_options",
 ]

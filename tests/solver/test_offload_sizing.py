@@ -8,13 +8,13 @@ import math
 from pathlib import Path
 
 import pytest
+from ppsched.api.offload_options import with_offload_options
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.offload_sizing import (
     copy_time_ms,
     offload_time_ratio,
     with_offload,
     with_offload_bandwidth,
-    with_offload_options,
 )
 from ppsched.solver.model.profile import load_profile, parse_profile
 

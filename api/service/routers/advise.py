@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
-from ppsched.solver.advisor import AdvisorConfig, advise, format_table, parse_advisor_config
+from fastapi import APIRouter, Body, Query
+from ppsched.solver.advisor import (
+    AdvisorConfig,
+    advise,
+    format_table,
+    list_assumptions,
+    parse_advisor_config,
+    probe_sensitivity,
+    winner,
+)
 from ppsched.solver.model import ProfileError
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +23,8 @@ router = APIRouter(prefix="/v1", tags=["advise"])
 MAX_GPUS = 64
 MAX_MICROBATCHES = 256
 MAX_LAYERS = 1024
+# Each sensitivity run reruns the advisor (or the strategies an assumption moves).
+MAX_SENSITIVITY_RUNS = 24
 
 
 class AdviseCandidate(BaseModel):
@@ -32,13 +42,33 @@ class AdviseCandidate(BaseModel):
     note: str
 
 
+class AdviseAssumption(BaseModel):
+    """One value the answer rests on, and where it came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    field: str = Field(description="The config field (dotted), settable in the body.")
+    value: Any
+    source: str = Field(description="'config' (the body set it) or 'default'.")
+    description: str
+
+
 class AdviseResponse(BaseModel):
-    """The ranking, best first (what fits, by step time), and the CLI's table."""
+    """The ranking, best first (what fits, by step time), the CLI's table, every
+    assumption, and (with ?sensitivity=true) whether each assumption flips the pick."""
 
     model_config = ConfigDict(extra="forbid")
 
     ranked: list[AdviseCandidate]
+    winner: str | None = Field(description="The pick: the fastest strategy that fits "
+                               "(null: none fits).")
     table: str = Field(description="The table `ppsched advise` prints.")
+    assumptions: list[AdviseAssumption]
+    sensitivity: dict[str, Any] | None = Field(
+        None, description="Each assumption moved over a range: its sides' ends, the "
+        "winner there and the value where the pick flips (as `ppsched advise --json`); "
+        f"at most {MAX_SENSITIVITY_RUNS} advisor reruns, `complete` false when the cap "
+        "left some out. Null unless asked for.")
 
 
 @router.post("/advise", response_model=AdviseResponse, summary="Rank training strategies")
@@ -51,7 +81,11 @@ def post_advise(config: Annotated[dict[str, Any], Body(
             "cluster": {"num_gpus": 16, "gpus_per_node": 8, "gpu_tflops": 312,
                         "gpu_memory_gb": 80, "intra_node_gbps": 200,
                         "inter_node_gbps": 1.25},
-            "num_microbatches": 64}}})]) -> AdviseResponse:
+            "num_microbatches": 64}}})],
+        sensitivity: Annotated[bool, Query(
+            description="Also check whether each assumption flips the pick "
+            f"(at most {MAX_SENSITIVITY_RUNS} advisor reruns).")] = False,
+) -> AdviseResponse:
     """Every strategy's step time, throughput and peak memory from the model's dimensions;
     a bad field is a 422 naming it, the value and what is accepted."""
     parsed: AdvisorConfig = parse_advisor_config(config)
@@ -65,5 +99,11 @@ def post_advise(config: Annotated[dict[str, Any], Body(
         raise ProfileError("model.layers", parsed.model.layers,
                            f"at most {MAX_LAYERS} in the service (the CLI has no limit)")
     ranked = advise(parsed)
+    report = (probe_sensitivity(config, ranked, MAX_SENSITIVITY_RUNS,
+                                {"num_microbatches": MAX_MICROBATCHES})
+              if sensitivity else None)
     return AdviseResponse(ranked=[AdviseCandidate(**c.to_dict()) for c in ranked],
-                          table=format_table(parsed, ranked))
+                          winner=winner(ranked), table=format_table(parsed, ranked),
+                          assumptions=[AdviseAssumption(**a.to_dict())
+                                       for a in list_assumptions(parsed)],
+                          sensitivity=report.to_dict() if report else None)
