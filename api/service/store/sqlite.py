@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ppsched.api.service.store.base import SCHEMA, Store
+from ppsched.api.service.store.base import ADDED_COLUMNS, SCHEMA, Store
 
 
 class SqliteStore(Store):
@@ -31,8 +31,9 @@ class SqliteStore(Store):
             for statement in SCHEMA:
                 run(statement, ())
             columns = {row[1] for row in run("PRAGMA table_info(jobs)", ())[0]}
-            if "ends" not in columns:  # a store written by an older version
-                run("ALTER TABLE jobs ADD COLUMN ends INTEGER NOT NULL DEFAULT 0", ())
+            for name, kind in ADDED_COLUMNS:
+                if name not in columns:  # a store written by an older version
+                    run(f"ALTER TABLE jobs ADD COLUMN {name} {kind}", ())
 
     def _execute(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
         cursor = self._db.execute(sql, tuple(params))
