@@ -19,9 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ppsched.api.service.worker import JobResult, job_result, schedule_json
-from ppsched.solver.model import ScheduleInvalid
-from ppsched.solver.model.ops import Orders
-from ppsched.solver.sim.emit import schedule_from_orders
+from ppsched.solver.model import Orders, ScheduleInvalid
+from ppsched.solver.sim import schedule_from_orders
 
 log = logging.getLogger(__name__)
 Send = Callable[[tuple[str, Any]], None]

@@ -30,11 +30,12 @@ from typing import Any
 
 from ppsched.api.service.config import Settings
 from ppsched.api.service.errors import QueueFull
+from ppsched.api.service.job_process import run_job
 from ppsched.api.service.metrics import Metrics
 from ppsched.api.service.solving import SolveSpec
 from ppsched.api.service.store import JobRecord, Store, StoreUnavailable
 from ppsched.api.service.supervisor import supervise
-from ppsched.api.service.worker import JobResult, run_job
+from ppsched.api.service.worker import JobResult
 from ppsched.solver.solving import ILP
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ppsched.api.service.store.base import ADDED_COLUMNS, SCHEMA, Store
+from ppsched.api.service.store.base import ADDED_COLUMNS, SCHEMA, Store, StoreUnavailable
 
 
 class SqliteStore(Store):
@@ -36,7 +36,15 @@ class SqliteStore(Store):
                     run(f"ALTER TABLE jobs ADD COLUMN {name} {kind}", ())
 
     def _execute(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
-        cursor = self._db.execute(sql, tuple(params))
+        try:
+            cursor = self._db.execute(sql, tuple(params))
+        except sqlite3.OperationalError as exc:
+            # Another process held the file's write lock past busy_timeout: the store is
+            # busy, not broken (503 with Retry-After); any other error is a bug (500).
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreUnavailable(f"the store ({self.description}) is busy: {exc}"
+                                       ) from None
+            raise
         return cursor.fetchall(), cursor.rowcount
 
     @contextmanager
