@@ -277,7 +277,7 @@ class JobManager:
         child_conn.close()
         running = _Running(process, parent_conn, time.monotonic())
         self._running[job.id] = running
-        self._update_gauges()
+        self._quietly(self._update_gauges)  # before the try below: must not raise
         renew_at = time.monotonic()
         held = True
         incumbent: JobResult | None = None
@@ -452,7 +452,7 @@ class JobManager:
         self.store.checkpoint(job_id, self.owner, cid, objective)
 
     def _quietly(self, write: Any, *args: Any) -> None:
-        """A progress write: skipped while the store does not answer."""
+        """A progress or gauge write: skipped while the store does not answer."""
         try:
             write(*args)
         except StoreUnavailable:
