@@ -77,7 +77,9 @@ class JobRecord:
 class Store:
     """Schedules, jobs and leases over a back end's connection `_db`, one session at a
     time under `_lock` (each call is a few milliseconds, made from the event loop's thread
-    or a helper thread)."""
+    or a helper thread). A back end may replace `_session` (PostgreSQL checks sessions
+    out of a connection pool). A call raises `StoreUnavailable` when the database does
+    not answer."""
 
     description = "store"
     _db: Any
