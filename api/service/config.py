@@ -65,8 +65,8 @@ class Settings(BaseSettings):
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 429 and 503.")
     job_lease_s: float = Field(
         15.0, gt=0, description="A running job's lease: its replica renews it every third "
-        "of this; a job whose lease expires (its replica died) is failed, keeping its best "
-        "schedule so far.")
+        "of this; a job whose lease expires (its replica died) is queued again, resuming "
+        "from its best schedule so far (PPSCHED_JOB_MAX_ATTEMPTS).")
     cancel_grace_s: float = Field(
         5.0, gt=0, description="After a cancel, how long a job may take to hand back its best "
         "schedule before its worker is killed.")
@@ -108,3 +108,27 @@ class Settings(BaseSettings):
         "replica (a token bucket of quota_burst); beyond, 429 with Retry-After. 0: no limit.")
     quota_burst: int = Field(20, ge=1, description="Requests a tenant or client may send "
                              "at once before quota_rate_per_s paces it.")
+    # Jobs that survive and database outages (issue 29).
+    store_pool_size: int = Field(
+        4, ge=1, le=64, description="PostgreSQL connections this replica may hold (its "
+        "pool); unused with SQLite.")
+    store_connect_timeout_s: float = Field(
+        5.0, gt=0, description="How long opening a PostgreSQL connection may take; at "
+        "startup, the service refuses to start after it.")
+    store_checkout_timeout_s: float = Field(
+        2.0, gt=0, description="How long a call waits for a pooled PostgreSQL connection "
+        "before answering 503 with Retry-After (the database is down or the pool busy).")
+    job_max_attempts: int = Field(
+        3, ge=1, le=100, description="Times a job may lose its replica (killed, its lease "
+        "expired) before it is failed; until then it is queued again, resuming from its "
+        "best schedule so far.")
+    job_retry_backoff_s: float = Field(
+        1.0, ge=0, description="A job whose replica was lost waits this long before it "
+        "runs again, doubled at each further loss.")
+    checkpoint_interval_s: float = Field(
+        3.0, gt=0, description="A running ilp job's best schedule so far is saved at most "
+        "this often (and at its end), so a re-run resumes from it.")
+    shutdown_grace_s: float = Field(
+        10.0, gt=0, description="On SIGTERM the service stops taking work, hands its "
+        "running jobs back to the queue with their best schedules so far, and exits within "
+        "this many seconds.")

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from ppsched.api.service.body_fields import body_fields
+from ppsched.api.service.store.base import StoreUnavailable
 from ppsched.solver.model import ProfileError, ScheduleInvalid, did_you_mean
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -101,6 +102,16 @@ def install_error_handlers(app: FastAPI) -> None:
         retry = str(request.app.state.settings.retry_after_s)
         return JSONResponse(error_body(str(exc), None, None, "a retry"), status_code=503,
                             headers={"Retry-After": retry})
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        # The database is down or restarting: the client retries; the reason is logged
+        # once by the store when it goes down, not per request.
+        retry = request.app.state.settings.retry_after_s
+        return JSONResponse(error_body("the store is unavailable (its database does not "
+                                       f"answer); retry in {retry} s", None, None,
+                                       f"a retry after {retry} s"), status_code=503,
+                            headers={"Retry-After": str(retry)})
 
     @app.exception_handler(NotFound)
     async def _missing(request: Request, exc: NotFound) -> JSONResponse:

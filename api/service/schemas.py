@@ -120,6 +120,8 @@ class JobView(BaseModel):
     created: float = Field(description="Unix time the job was submitted.")
     updated: float = Field(description="Unix time of its last change.")
     links: Links
+    attempts: int = Field(0, description="Times the replica running the job was lost "
+                          "(it was queued again, resuming from its best schedule so far).")
 
 
 class JobAccepted(BaseModel):

@@ -57,7 +57,10 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
         raise ProfileError(name, shown, f"{accepted} ({reason})") from None
     log.info("serving on http://%s:%d (pid %d)", settings.host, settings.port, os.getpid())
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level,
-                timeout_graceful_shutdown=10, http=protocol_with(settings.header_timeout_s),
+                # Half the grace drains connections; the job runners hand their
+                # jobs back in the other half (`JobManager.stop`).
+                timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s / 2)),
+                http=protocol_with(settings.header_timeout_s),
                 timeout_keep_alive=settings.keep_alive_s,
                 log_config=logging_config(settings.log_format, log_level))
 

@@ -1,8 +1,6 @@
-"""What runs in worker processes: a synchronous solve, and a job's life (incumbent,
-progress, result) reported over a pipe. Nothing here touches the store or the network.
-
-A job stops early on SIGINT: CP-SAT ends its search and returns the best schedule found
-so far, which the job hands back as its result.
+"""What runs in worker processes: a synchronous solve, the views, and the pieces of a
+job's result (`job_result`; the job's process itself is `job_process.run_job`). Nothing
+here touches the store or the network.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ppsched.solver.model import ProfileError, Schedule, ScheduleInvalid, parse_profile
-from ppsched.solver.solving import ILP, ExactOptions, Layout, parse_layouts, solve
+from ppsched.solver.solving import ExactOptions, Layout, parse_layouts, solve
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +114,7 @@ def solve_json(spec: dict[str, Any], cpsat_workers: int) -> tuple[str, Any]:
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
                                work_limit=spec.get("work_limit"), workers=cpsat_workers)
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
-                         layouts=_layouts(spec))
+                         layouts=layouts_of(spec))
     except ProfileError as exc:
         return "profile_error", (exc.field, _plain(exc.value), exc.accepted)
     except ScheduleInvalid as exc:
@@ -132,7 +130,7 @@ def schedule_json(schedule: Schedule, spec: dict[str, Any]) -> str:
     return schedule.model_dump_json()
 
 
-def _layouts(spec: dict[str, Any]) -> tuple[Layout, ...]:
+def layouts_of(spec: dict[str, Any]) -> tuple[Layout, ...]:
     text = spec.get("layouts") or ""
     return parse_layouts(text) if text else ()
 
@@ -164,34 +162,3 @@ def job_result(schedule_json: str, key: str) -> JobResult:
     bound = float(solver["bound"]) if solver else None
     return (body_with_links(schedule, key), cid, body_with_links(schedule, cid),
             str(solver.get("status", "unknown")), objective, bound)
-
-
-def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int) -> None:
-    """A job's process: sends ("incumbent", job_result) when the heuristic's schedule is
-    known (ilp only), ("progress", (s, best, bound)) at each improvement, then ("done",
-    job_result) or ("error", message)."""
-    watch_parent()
-    began = time.perf_counter()
-    try:
-        profile = parse_profile(spec["profile"])
-        if spec["method"] == ILP:
-            # The exact search starts from the heuristic: its schedule is the best so far.
-            start = solve(profile, "heuristic", spec["objective"], layouts=_layouts(spec))
-            conn.send(("incumbent", job_result(schedule_json(start, spec), key)))
-
-        def progress(point: tuple[float, float, float]) -> None:
-            conn.send(("progress", (time.perf_counter() - began, point[1], point[2])))
-
-        options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
-                               work_limit=spec.get("work_limit"), workers=cpsat_workers)
-        schedule = solve(profile, spec["method"], spec["objective"], exact=options,
-                         on_progress=progress if spec["method"] == ILP else None,
-                         layouts=_layouts(spec))
-        conn.send(("done", job_result(schedule_json(schedule, spec), key)))
-    except (ProfileError, ScheduleInvalid) as exc:
-        conn.send(("error", str(exc)))
-    except KeyboardInterrupt:
-        conn.send(("error", "cancelled before the search started"))
-    finally:
-        conn.close()
-

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
-from ppsched.solver.exact import cpsat_shared
+from ppsched.solver.exact import cpsat_shared, improvements
 from ppsched.solver.exact.cpsat_tight import add_order_literals, memory_precedences
 from ppsched.solver.exact.cpsat_tight import applies as applies_one_chunk
 from ppsched.solver.exact.deadline_probes import Answer, rise_to_optimum
@@ -235,10 +235,14 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             return  # cannot happen for a solution of an exact model; never report it
         with self.lock:  # workers may report concurrently; keep the trace monotone
             best = sim.metrics.objective(self.objective)
-            if best < self.best_value:
+            better = best < self.best_value
+            if better:
                 # The model ranks solutions by rounded ticks; the simulator may rank two
                 # of them the other way, so the best re-timed one is kept here.
                 self.best_value, self.best_orders = best, orders
+        if better:  # for a checkpoint of the best so far (the service's jobs)
+            improvements.improved(self.problem, orders, best)
+        with self.lock:
             if self.trace:
                 best = min(best, self.trace[-1][1])
             point = (time.perf_counter() - self.began, best,

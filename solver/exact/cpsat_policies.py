@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ortools.sat.python import cp_model
+from ppsched.solver.exact import improvements
 from ppsched.solver.exact.frame import (
     ExactResult,
     Orders,
@@ -387,8 +388,12 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             return  # the list places of the copies time them otherwise: not taken
         value, _, orders = min(found, key=lambda x: (x[0], x[1]))
         with self.lock:
-            if value < self.best_value:
+            better = value < self.best_value
+            if better:
                 self.best_value, self.best_orders = value, orders
+        if better:  # for a checkpoint of the best so far (the service's jobs)
+            improvements.improved(self.problem, orders, value)
+        with self.lock:
             bound = self.scaled.bound_in_time_units(self.best_objective_bound) \
                 if self.exact else 0.0
             point = (time.perf_counter() - self.began, self.best_value, bound)

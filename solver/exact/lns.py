@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
+from ppsched.solver.exact import improvements
 from ppsched.solver.exact.frame import (
     SCOPE_ALL,
     ExactResult,
@@ -216,6 +217,8 @@ def solve_lns(problem: Problem, hint: Orders, *, objective: str = "cost",
             # No window proves anything: the bound shown is the general one.
             point = (time.perf_counter() - began, current.value, general)
             progress.append(point)
+            # For a checkpoint of the best so far (the service's jobs).
+            improvements.improved(problem, current.orders, current.value)
             if on_progress is not None:
                 on_progress(point)
     log.info("lns: %d windows in %.1f s, objective %.4f", iteration,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from ppsched.solver.exact import improvements
 from ppsched.solver.exact.frame import ExactResult, ProgressFn
 from ppsched.solver.generators import get_generator
 from ppsched.solver.heuristic.decisions import decision_problems
@@ -123,7 +124,8 @@ def _refined(profile: Profile, orders: Orders, name: str, value: float, objectiv
     # The exact models have no FB op (DESIGN.md 6.4): they start from the FBs run as
     # their parts, and an FB heuristic result they do not beat stays.
     hint = [[part for op in ops for part in parts(op)] for ops in orders]
-    refined = refine(profile, hint, objective, options, on_progress)
+    with improvements.profile_for(profile):  # improvements are of this profile's problem
+        refined = refine(profile, hint, objective, options, on_progress)
     if relaxation_work is not None:  # the work report covers the relaxation's solves too
         refined = dataclasses.replace(refined, work=(refined.work or 0.0) + relaxation_work)
     assert refined.orders is not None  # a valid profile always admits a schedule

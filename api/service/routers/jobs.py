@@ -95,4 +95,4 @@ def job_view(job: JobRecord) -> dict[str, Any]:
     return {"id": job.id, "status": job.status, "progress": job.progress,
             "schedule_id": job.schedule_id, "error": job.error,
             "method": job.request.get("method", "?"), "created": job.created,
-            "updated": job.updated, "links": links}
+            "updated": job.updated, "links": links, "attempts": job.attempts}

@@ -19,6 +19,7 @@ from ppsched.api.service.store.base import (
     Run,
     Store,
     StoreSettingError,
+    StoreUnavailable,
 )
 from ppsched.api.service.store.postgres import PostgresStore
 from ppsched.api.service.store.sqlite import SqliteStore
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ppsched.api.service.config import Settings
 
 __all__ = ["FINAL_STATUSES", "JOB_STATUSES", "SCHEMA", "JobRecord", "PostgresStore", "Run",
-           "SqliteStore", "Store", "StoreSettingError", "open_store"]
+           "SqliteStore", "Store", "StoreSettingError", "StoreUnavailable", "open_store"]
 
 
 def open_store(settings: Settings) -> Store:
@@ -43,4 +44,6 @@ def open_store(settings: Settings) -> Store:
         raise StoreSettingError(f"PPSCHED_DATABASE_URL: {url.split(':', 1)[0]!r} is not a "
                                 "database this service can use; accepted: a "
                                 "postgresql://user@host:port/dbname URL, or unset for SQLite")
-    return PostgresStore(url)
+    return PostgresStore(url, pool_size=settings.store_pool_size,
+                         connect_timeout_s=settings.store_connect_timeout_s,
+                         checkout_timeout_s=settings.store_checkout_timeout_s)

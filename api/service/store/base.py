@@ -31,11 +31,19 @@ SCHEMA = (
     "expires DOUBLE PRECISION NOT NULL, cancel INTEGER NOT NULL DEFAULT 0)",
 )
 _JOB_COLUMNS = ("id, status, request, request_key, progress, schedule_id, error, created, "
-                "updated, tenant")
-# Tenants (issue 29): each job's owner, a tenant's name or ``client:ADDRESS`` in open
-# mode (NULL for a job of a store written before). Added to older stores by each back
-# end's migration; `TENANT_INDEX` serves the per-owner counts and lists.
-TENANT_COLUMN = "tenant TEXT"
+                "updated, attempts, best, tenant")
+# Columns added after the first release: a store written by an older version gets them
+# when it opens (each back end's migration). attempts: how many times the job's replica
+# was lost; not_before: the earliest time (epoch s) a re-queued job may run again (its
+# backoff); best: the objective of its checkpointed schedule (`schedule_id`), None when
+# none; tenant: the job's owner, a tenant's name or ``client:ADDRESS`` in open mode (NULL
+# for a job of a store written before tenants).
+ADDED_COLUMNS = (("ends", "INTEGER NOT NULL DEFAULT 0"),
+                 ("attempts", "INTEGER NOT NULL DEFAULT 0"),
+                 ("not_before", "DOUBLE PRECISION NOT NULL DEFAULT 0"),
+                 ("best", "DOUBLE PRECISION"),
+                 ("tenant", "TEXT"))
+# Serves the per-owner counts and lists (created after the tenant column exists).
 TENANT_INDEX = "CREATE INDEX IF NOT EXISTS jobs_by_tenant ON jobs (tenant, status, created)"
 
 Run = Callable[[str, Sequence[Any]], tuple[list[tuple[Any, ...]], int]]
@@ -44,6 +52,12 @@ Run = Callable[[str, Sequence[Any]], tuple[list[tuple[Any, ...]], int]]
 
 class StoreSettingError(ValueError):
     """A store setting that cannot be used (an unknown database URL scheme)."""
+
+
+class StoreUnavailable(RuntimeError):
+    """The database does not answer now (stopped, restarting, unreachable, its pool
+    exhausted): 503 with Retry-After, never a 500; callers that run on their own (the job
+    runners, the lease keeper) retry later. The message names the store, never a password."""
 
 
 @dataclass
@@ -61,12 +75,18 @@ class JobRecord:
     updated: float
     tenant: str | None = None
     """Its owner: a tenant, or ``client:ADDRESS`` in open mode (`tenants.Caller.owner`)."""
+    attempts: int = 0
+    """Times the job's replica was lost and the job re-queued."""
+    best: float | None = None
+    """The objective of the checkpointed schedule (`schedule_id`), None when none."""
 
 
 class Store:
     """Schedules, jobs and leases over a back end's connection `_db`, one session at a
     time under `_lock` (each call is a few milliseconds, made from the event loop's thread
-    or a helper thread)."""
+    or a helper thread). A back end may replace `_session` (PostgreSQL checks sessions
+    out of a connection pool). A call raises `StoreUnavailable` when the database does
+    not answer."""
 
     description = "store"
     _db: Any
@@ -121,8 +141,8 @@ class Store:
                 tenant: str | None = None) -> JobRecord:
         now = time.time()
         self._one(f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (?, 'queued', ?, ?, NULL, NULL, "
-                  "NULL, ?, ?, ?)", (job_id, json.dumps(request), request_key, now, now,
-                                     tenant))
+                  "NULL, ?, ?, 0, NULL, ?)", (job_id, json.dumps(request), request_key, now,
+                                             now, tenant))
         job = self.get_job(job_id)
         assert job is not None
         return job
@@ -186,7 +206,7 @@ class Store:
         now = time.time()
         with self._session(transaction=True) as run:
             claimed = run("UPDATE jobs SET status = 'running', updated = ? WHERE id = ? AND "
-                          "status = 'queued'", (now, job_id))[1] == 1
+                          "status = 'queued' AND not_before <= ?", (now, job_id, now))[1] == 1
             if claimed:
                 run("INSERT INTO leases VALUES (?, ?, ?, 0) ON CONFLICT (job_id) DO UPDATE "
                     "SET owner = excluded.owner, expires = excluded.expires, cancel = 0",
@@ -208,30 +228,66 @@ class Store:
         """Flag a running job for its owner to cancel (seen at its next heartbeat)."""
         return self._one("UPDATE leases SET cancel = 1 WHERE job_id = ?", (job_id,))[1] == 1
 
-    def fail_expired(self, error: str) -> list[JobRecord]:
-        """Fail, once, each running job whose lease has expired (its replica died); the
-        checkpointed schedule (schedule_id) stays with it.
+    def checkpoint(self, job_id: str, owner: str, schedule_id: str, best: float) -> bool:
+        """Keep `schedule_id` (objective `best`, its body already stored) as the running
+        job's best so far, if `owner` still holds it and it beats the stored one; whether
+        it was kept."""
+        return self._one("UPDATE jobs SET schedule_id = ?, best = ?, updated = ? WHERE id = ? "
+                         "AND status = 'running' AND (best IS NULL OR best > ?) AND EXISTS "
+                         "(SELECT 1 FROM leases WHERE job_id = ? AND owner = ?)",
+                         (schedule_id, best, time.time(), job_id, best, job_id, owner))[1] == 1
+
+    def release_job(self, job_id: str, owner: str) -> bool:
+        """Hand a running job back to the queue (its replica is shutting down): queued
+        again at once with its checkpoint, its lease dropped; not counted as an attempt.
+        False if `owner` no longer held it."""
+        now = time.time()
+        with self._session(transaction=True) as run:
+            if run("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))[1] != 1:
+                return False
+            return run("UPDATE jobs SET status = 'queued', not_before = ?, updated = ? WHERE "
+                       "id = ? AND status = 'running'", (now, now, job_id))[1] == 1
+
+    def requeue_expired(self, max_attempts: int, backoff_s: float,
+                        ) -> list[tuple[JobRecord, bool]]:
+        """Each running job whose lease has expired (its replica died), once: queued again
+        with its checkpoint after a backoff of `backoff_s` * 2 ** attempts, or failed with
+        the reason once it has been lost `max_attempts` times. Returns (the job, whether
+        it was re-queued).
 
         The lease's deletion, conditional on its expiry, is the atomic step: a renewal
         racing with it either comes first (the delete then matches nothing) or finds no
         lease (its owner stops); of two replicas reaping at once, one deletes."""
         now = time.time()
-        failed = []
+        done: list[tuple[str, bool]] = []
         candidates, _ = self._one(
-            "SELECT jobs.id, leases.job_id FROM jobs LEFT JOIN leases ON leases.job_id = "
-            "jobs.id WHERE jobs.status = 'running' AND (leases.expires IS NULL OR "
-            "leases.expires < ?)", (now,))
-        for job_id, leased in candidates:
+            "SELECT jobs.id, leases.job_id, jobs.attempts FROM jobs LEFT JOIN leases ON "
+            "leases.job_id = jobs.id WHERE jobs.status = 'running' AND (leases.expires IS "
+            "NULL OR leases.expires < ?)", (now,))
+        for job_id, leased, attempts in candidates:
+            attempts = int(attempts or 0) + 1
             with self._session(transaction=True) as run:
                 if leased is not None and run("DELETE FROM leases WHERE job_id = ? AND "
                                               "expires < ?", (job_id, now))[1] != 1:
                     continue  # renewed meanwhile, or reaped by another replica
-                if run("UPDATE jobs SET status = 'failed', error = ?, updated = ?, ends = "
-                       "ends + 1 WHERE id = ? AND status = 'running' AND NOT EXISTS "
-                       "(SELECT 1 FROM leases WHERE job_id = ?)",
-                       (error, now, job_id, job_id))[1] == 1:
-                    failed.append(job_id)
-        return [job for job in map(self.get_job, failed) if job is not None]
+                unleased = "id = ? AND status = 'running' AND NOT EXISTS (SELECT 1 FROM " \
+                           "leases WHERE job_id = ?)"
+                if attempts < max_attempts:
+                    changed = run(f"UPDATE jobs SET status = 'queued', attempts = ?, "
+                                  f"not_before = ?, updated = ? WHERE {unleased}",
+                                  (attempts, now + backoff_s * 2 ** (attempts - 1), now,
+                                   job_id, job_id))[1]
+                else:
+                    error = (f"worker lost {attempts} times (the replica running it died "
+                             f"and its lease expired; at most {max_attempts} attempts, "
+                             "PPSCHED_JOB_MAX_ATTEMPTS); the best schedule so far is kept")
+                    changed = run(f"UPDATE jobs SET status = 'failed', attempts = ?, error = "
+                                  f"?, updated = ?, ends = ends + 1 WHERE {unleased}",
+                                  (attempts, error, now, job_id, job_id))[1]
+                if changed == 1:
+                    done.append((job_id, attempts < max_attempts))
+        jobs = [(self.get_job(job_id), requeued) for job_id, requeued in done]
+        return [(job, requeued) for job, requeued in jobs if job is not None]
 
     # Retention.
 
@@ -263,6 +319,8 @@ class Store:
 
 def _job(row: Sequence[Any]) -> JobRecord:
     job_id, status, request, key, progress, schedule_id, error, created, updated = row[:9]
+    attempts, best = row[9:11]
     return JobRecord(job_id, status, json.loads(request), key,
                      json.loads(progress) if progress else None, schedule_id, error,
-                     float(created), float(updated), row[9] if len(row) > 9 else None)
+                     float(created), float(updated), tenant=row[11] if len(row) > 11 else None,
+                     attempts=int(attempts or 0), best=None if best is None else float(best))

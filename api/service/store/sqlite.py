@@ -10,7 +10,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ppsched.api.service.store.base import SCHEMA, TENANT_COLUMN, TENANT_INDEX, Store
+from ppsched.api.service.store.base import (
+    ADDED_COLUMNS,
+    SCHEMA,
+    TENANT_INDEX,
+    Store,
+    StoreUnavailable,
+)
 
 
 class SqliteStore(Store):
@@ -31,14 +37,21 @@ class SqliteStore(Store):
             for statement in SCHEMA:
                 run(statement, ())
             columns = {row[1] for row in run("PRAGMA table_info(jobs)", ())[0]}
-            if "ends" not in columns:  # a store written by an older version
-                run("ALTER TABLE jobs ADD COLUMN ends INTEGER NOT NULL DEFAULT 0", ())
-            if "tenant" not in columns:  # a store written before tenants (issue 29)
-                run(f"ALTER TABLE jobs ADD COLUMN {TENANT_COLUMN}", ())
+            for name, kind in ADDED_COLUMNS:
+                if name not in columns:  # a store written by an older version
+                    run(f"ALTER TABLE jobs ADD COLUMN {name} {kind}", ())
             run(TENANT_INDEX, ())
 
     def _execute(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
-        cursor = self._db.execute(sql, tuple(params))
+        try:
+            cursor = self._db.execute(sql, tuple(params))
+        except sqlite3.OperationalError as exc:
+            # Another process held the file's write lock past busy_timeout: the store is
+            # busy, not broken (503 with Retry-After); any other error is a bug (500).
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreUnavailable(f"the store ({self.description}) is busy: {exc}"
+                                       ) from None
+            raise
         return cursor.fetchall(), cursor.rowcount
 
     @contextmanager

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.service.postgres import postgres  # noqa: F401  (a session fixture)
+from tests.api.service.postgres import own_postgres, postgres  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[3]
 PROFILES = REPO / "profiles"

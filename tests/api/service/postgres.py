@@ -54,11 +54,21 @@ class PostgresServer:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.log = self.root / "postgres.log"
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (again, after `pause`) on its port."""
         self._as_user([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
                        "-w", "-t", "60", "-o",
                        f"-p {self.port} -c listen_addresses=127.0.0.1 "
                        f"-k {self.root} -c fsync=off -c max_connections=200", "start"],
                       check=True)
+
+    def pause(self) -> None:
+        """Stop the server as an operator would (`pg_ctl stop -m fast`: sessions are
+        ended), keeping its data for `start`."""
+        self._as_user([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
+                       "stop"], check=True)
 
     def _as_user(self, command: list[str], check: bool) -> subprocess.CompletedProcess[str]:
         if self.user:
@@ -88,6 +98,21 @@ class PostgresServer:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
+    server = started_or_skipped()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A cluster of the test's own, for a test that stops and starts it."""
+    server = started_or_skipped()
+    yield server
+    server.stop()
+
+
+def started_or_skipped() -> PostgresServer:
+    """A started cluster, or the test skipped (failed under PPSCHED_REQUIRE_POSTGRES=1)."""
     required = os.environ.get("PPSCHED_REQUIRE_POSTGRES") == "1"
     found = bindir()
     if found is None:
@@ -101,8 +126,7 @@ def postgres() -> Iterator[PostgresServer]:
         if required:
             pytest.fail(f"PPSCHED_REQUIRE_POSTGRES=1: PostgreSQL did not start: {exc}")
         pytest.skip(f"PostgreSQL did not start: {exc}")
-    yield server
-    server.stop()
+    return server
 
 
 def wait_until(predicate: object, timeout_s: float = 60, what: str = "") -> None:
