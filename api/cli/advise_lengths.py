@@ -8,15 +8,18 @@ import json
 import sys
 from typing import Any
 
-from ppsched.solver.advisor import parse_advisor_config
-from ppsched.solver.advisor.data_parallel import Assumptions
-from ppsched.solver.advisor.length_advice import advise_lengths, format_lengths_table
-from ppsched.solver.advisor.lengths import parse_length_source
+from ppsched.solver.advisor import (
+    LengthAssumptions,
+    advise_lengths,
+    format_lengths_table,
+    parse_advisor_config,
+    parse_length_source,
+)
 
 
 def add_lengths_arguments(p: Any) -> None:
     """The ``--lengths`` options on the `advise` parser."""
-    defaults = Assumptions()
+    defaults = LengthAssumptions()
     p.add_argument("--lengths", metavar="SOURCE",
                    help="rank FSDP, ODC and pipeline (with packing) on these sample lengths: "
                    "a .jsonl (see --lengths-field), .parquet or one-number-a-line file, or "
@@ -44,9 +47,9 @@ def run_lengths(args: argparse.Namespace, data: Any) -> int:
     """Print the ranked table (or JSON) of the length-distribution advice."""
     config = parse_advisor_config(data)
     source = parse_length_source(args.lengths, args.lengths_field)
-    base = Assumptions(samples_per_device=args.samples_per_device, steps=args.steps, cap=args.cap,
-                       odc_efficiency=args.odc_efficiency,
-                       pipeline_stages=args.pipeline_stages)
+    base = LengthAssumptions(samples_per_device=args.samples_per_device, steps=args.steps,
+                             cap=args.cap, odc_efficiency=args.odc_efficiency,
+                             pipeline_stages=args.pipeline_stages)
     ranked, batches, used = advise_lengths(config, source, base)
     if args.json:
         json.dump({"lengths": source.describe(), "minibatches": len(batches),

@@ -168,7 +168,8 @@ def units(model: ModelDims, cluster: Cluster, recompute: bool = False) -> Units:
     for t1, t2 in zip(one, two, strict=True):
         a = max(0.0, (t2 - 2 * t1) / 2)
         quads.append(Quadratic(a, t1 - a))
-    return Units(*quads, layers=model.layers, layer_bytes=2.0 * model.layer_params,
+    f, b, w, head = quads
+    return Units(f, b, w, head, layers=model.layers, layer_bytes=2.0 * model.layer_params,
                  vocab_bytes=2.0 * 2.0 * model.vocab_params)
 
 
