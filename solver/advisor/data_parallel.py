@@ -64,7 +64,14 @@ from ppsched.solver.advisor.costs import (
 )
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.profile import Profile
-from ppsched.solver.packing import CostModel, PackSpec, Quadratic, best_packing, pack_samples
+from ppsched.solver.packing import (
+    CostModel,
+    PackingError,
+    PackSpec,
+    Quadratic,
+    best_packing,
+    pack_samples,
+)
 from ppsched.solver.packing.partition import balanced_partition, fill_in_order
 
 FSDP = "fsdp"
@@ -317,14 +324,24 @@ def pipeline_step(u: Units, model: ModelDims, cluster: Cluster, lengths: Sequenc
         name="advise-pipeline", num_ranks=stages, num_microbatches=1,
         t_f=per_stage(u.f), t_b=per_stage(u.b), t_w=per_stage(u.w), t_comm=hop,
         m_b=per * act / GB, m_w=0.5 * per * act / GB))
-    # Microbatches per replica: at least what the tokens need, and up to two per stage
-    # when there are samples for them (fewer leave the pipeline's bubble unfilled).
-    need = math.ceil(sum(lengths) / cap / replicas)
+    # Microbatches per replica: at least what naive packing needs, and up to two per
+    # stage when there are samples for them (fewer leave the pipeline's bubble unfilled).
+    # When the samples do not pack into that many, one more microbatch each, up to one
+    # sample each.
+    need = math.ceil(len(fill_in_order(lengths, cap)) / replicas)
+    most = math.ceil(len(lengths) / replicas)
     count = max(need, min(len(lengths) // replicas, 2 * stages))
-    spec = PackSpec(lengths=tuple(lengths), cap=cap, num_replicas=replicas,
-                    microbatches=(count,), reference_tokens=cap,
-                    cost=CostModel(forward=u.f, backward=u.b, weight=u.w))
-    step = best_packing(base, spec).step_time / ms
+    cost = CostModel(forward=u.f, backward=u.b, weight=u.w)
+    while True:
+        spec = PackSpec(lengths=tuple(lengths), cap=cap, num_replicas=replicas,
+                        microbatches=(count,), reference_tokens=cap, cost=cost)
+        try:
+            step = best_packing(base, spec).step_time / ms
+            break
+        except PackingError:
+            if count >= most:
+                raise
+            count += 1
     if replicas > 1:
         # Each stage's gradients (its layers, plus the vocabulary on the end stages)
         # all-reduced across the replicas: reduce-scatter and all-gather of a ring.
