@@ -33,7 +33,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("sim", "generators", "render", "integrations"),
     ("heuristic", "policies", "exact", "weipipe"),
     ("solving",),
-    ("packing", "advisor", "partition"),
+    ("packing", "partition"),
+    ("advisor",),  # ranks FSDP/ODC/pipeline with the packing (solver.advisor.data_parallel)
 )
 SUBPACKAGE_FLOOR = {name: floor for floor, names in enumerate(FLOORS) for name in names}
 NOT_IN_SOLVER = ("torch", "fastapi", "starlette", "uvicorn", "ppsched.api",

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ppsched.api.cli.advise_lengths import add_lengths_arguments, run_lengths
 from ppsched.solver.advisor import (
     DEFAULT_MAX_RUNS,
     STRATEGIES,
@@ -50,6 +51,7 @@ def add_advise_parser(sub: Any) -> None:
                    help="sweep a config field over values (repeatable; dotted names such "
                    "as model.seq_len=4096,16384 or cluster.inter_node_gbps=1.25,25): one "
                    "row per combination with each strategy's tokens/s/GPU and the best")
+    add_lengths_arguments(p)  # --lengths: FSDP vs ODC vs pipeline (advise_lengths.py)
     p.set_defaults(run=run_advise)
 
 
@@ -168,6 +170,8 @@ def run_advise(args: argparse.Namespace) -> int:
         parse_advisor_config(data)  # raises, naming what the file should be
     for field, value in overrides:
         data = set_field(data, field, value)
+    if args.lengths is not None:
+        return run_lengths(args, data)
     if args.vary:
         if not isinstance(data, dict):
             parse_advisor_config(data)  # raises, naming what the file should be

@@ -1,5 +1,6 @@
 """The advisor: ranks parallel strategies (pipeline schedules, FSDP, WeiPipe) for a model and
-a cluster by a closed-form cost of each.
+a cluster by a closed-form cost of each; with a length distribution, FSDP, ODC and the
+pipeline with packing (`length_advice`).
 """
 
 from ppsched.solver.advisor.assumptions import (
@@ -8,6 +9,9 @@ from ppsched.solver.advisor.assumptions import (
     list_assumptions,
     set_field,
 )
+from ppsched.solver.advisor.data_parallel import Assumptions as LengthAssumptions
+from ppsched.solver.advisor.length_advice import advise_lengths, format_lengths_table
+from ppsched.solver.advisor.lengths import LengthSource, parse_length_source
 from ppsched.solver.advisor.rank import (
     STRATEGIES,
     AdvisorConfig,
@@ -29,13 +33,18 @@ __all__ = [
     "STRATEGIES",
     "AdvisorConfig",
     "Assumption",
+    "LengthAssumptions",
+    "LengthSource",
     "SensitivityReport",
     "advise",
+    "advise_lengths",
     "format_assumptions",
+    "format_lengths_table",
     "format_sensitivity",
     "format_table",
     "list_assumptions",
     "parse_advisor_config",
+    "parse_length_source",
     "probe_sensitivity",
     "set_field",
     "summary_line",

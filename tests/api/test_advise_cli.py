@@ -142,3 +142,35 @@ def test_bad_vary_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], vary: s
     assert main(["advise", str(EXAMPLE), "--vary", vary]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
+
+
+def test_lengths_ranks_fsdp_odc_pipeline_with_assumptions(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["advise", str(EXAMPLE), "--lengths", "lognormal:median=2000,sigma=1.0",
+            "--steps", "1", "--samples-per-device", "2", "--odc-efficiency", "0.9"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["1"], ["2"],
+                                                                           ["3"], ["4"], ["5"])]
+    assert {r[1] for r in rows} == {"fsdp", "odc", "pipeline", "fsdp-arrival", "odc-arrival"}
+    assert "pick: " in out and "ODC over FSDP: " in out
+    assert "lognormal median=2000 sigma=1" in out
+    assert "0.9 x the NCCL ring's" in out and "samples per device per minibatch: 2" in out
+    assert "recompute: yes" in out  # the example's recompute list names fsdp
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["ranked"]) == 5 and data["minibatches"] == 1
+
+
+def test_lengths_file_and_its_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "lengths.jsonl"
+    data.write_text("".join(json.dumps({"input_ids": [0] * n}) + "\n"
+                            for n in [500, 3000, 800, 12000] * 16))
+    assert main(["advise", str(EXAMPLE), "--lengths", str(data), "--lengths-field",
+                 "input_ids", "--steps", "1"]) == 0
+    assert "file lengths.jsonl (field 'input_ids')" in capsys.readouterr().out
+    assert main(["advise", str(EXAMPLE), "--lengths", str(data), "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "'lengths.jsonl line 1.length'" in err and err.count("\n") == 1
+    assert main(["advise", str(EXAMPLE), "--lengths", "lognormal:spread=2"]) == 2
+    assert "'--lengths lognormal[0]'" in capsys.readouterr().err
