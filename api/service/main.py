@@ -14,7 +14,9 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from ppsched.api.service import retention
 from ppsched.api.service.admission import Admission
+from ppsched.api.service.body_timeout import install_body_timeout
 from ppsched.api.service.config import Settings
+from ppsched.api.service.contract import declare_statuses, install_allow
 from ppsched.api.service.deps import ServiceState
 from ppsched.api.service.errors import install_error_handlers
 from ppsched.api.service.headers import SecurityHeaders
@@ -85,6 +87,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outside the body limit: a full pool refuses before the body is even read.
     app.add_middleware(Admission, pool=state.pool)
+    # Outside the body limit (which reads bodies of no declared length): bodies in time.
+    install_body_timeout(app, settings.body_timeout_s)
+    install_allow(app)  # 405s name every method of their path
     # Outermost, so that the body limit's 413 carries the headers too.
     app.add_middleware(SecurityHeaders)
 
@@ -99,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 components.update(model_schema.pop("$defs", {}))
                 components[model.__name__] = model_schema
             _errors_are_error_bodies(schema)
+            declare_statuses(schema)  # every status each route answers (issue 29)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
+from ppsched.api.service.budgets import TimeBudgetExceeded
 from ppsched.api.service.errors import QueueFull, WorkerLost
 from ppsched.api.service.worker import serve_calls
 
@@ -97,12 +98,14 @@ class SolverPool:
         workers, self._all, self._idle = self._all, [], None
         await asyncio.gather(*(asyncio.to_thread(w.stop, timeout_s) for w in workers))
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(*args)` in a worker process (`fn` a module-level function).
+    async def run(self, fn: Callable[..., T], *args: Any, timeout_s: float | None = None) -> T:
+        """Run `fn(*args)` in a worker process (`fn` a module-level function), for at
+        most `timeout_s` seconds once a worker has it (None: no limit).
 
         Raises:
             QueueFull: every worker busy and the queue full.
             WorkerLost: the worker died during the call (it is replaced).
+            TimeBudgetExceeded: the call ran past `timeout_s` (its worker is replaced).
         """
         if self.in_flight >= self.capacity:
             raise QueueFull("the solver pool", self.capacity, 503, self.retry_after_s)
@@ -115,7 +118,15 @@ class SolverPool:
             try:
                 worker.conn.send((fn, args))
                 # The read blocks a helper thread, not the loop; a dead child ends it (EOF).
-                outcome, value = await asyncio.to_thread(worker.conn.recv)
+                outcome, value = await asyncio.wait_for(
+                    asyncio.to_thread(worker.conn.recv), timeout_s)
+            except TimeoutError:
+                # Past its budget: killing the worker ends the helper thread's read (EOF)
+                # and frees the slot; a fresh worker takes its place.
+                log.warning("a call ran past its %.1f s budget: its worker %s is replaced",
+                            timeout_s, worker.process.pid)
+                self._replace(worker)
+                raise TimeBudgetExceeded(timeout_s or 0.0) from None
             except asyncio.CancelledError:
                 # The caller went away: the worker would solve for nobody. Kill it, so
                 # the slot is free now, and start another.
