@@ -35,6 +35,7 @@ class _Worker:
             target=serve_calls, args=(child,), name=f"ppsched-worker-{index}", daemon=True)
         self.process.start()
         child.close()  # ours closed: the child's death is an EOF on our end
+        self.ready = False  # its ("ready", None) not read yet: it is importing
 
     def stop(self, timeout_s: float) -> None:
         try:
@@ -116,6 +117,10 @@ class SolverPool:
         try:
             worker = await self._idle.get()
             try:
+                if not worker.ready:
+                    # A fresh worker first imports its modules: not the call's time.
+                    await asyncio.to_thread(worker.conn.recv)
+                    worker.ready = True
                 worker.conn.send((fn, args))
                 # The read blocks a helper thread, not the loop; a dead child ends it (EOF).
                 outcome, value = await asyncio.wait_for(
