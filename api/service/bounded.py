@@ -25,7 +25,7 @@ from ppsched.api.service.errors import error_body, invalid_schedule_body
 from ppsched.api.service.flight import unless_disconnected
 from ppsched.api.service.schemas import ErrorBody
 from ppsched.solver.model import ProfileError, ScheduleInvalid
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 # The work a route hands to a worker: the parsed body and the limits in, the response's
 # JSON out (with the id to store it under, for a simulated schedule).
@@ -81,9 +81,29 @@ def answer(work: Work, body: bytes, settings: Settings) -> Answer:
         return 422, json.dumps(error_body(str(exc), exc.field, exc.value, exc.accepted)), None
     except ScheduleInvalid as exc:
         return 422, json.dumps(invalid_schedule_body(exc, settings.max_violations)), None
+    except ValidationError as exc:
+        # A model built from values the work derived (the advisor's profiles of a cluster
+        # whose links are 5e-324 Gb/s: infinite times): the request's values are the
+        # cause. Was a 500 (schemathesis).
+        return 422, json.dumps(_derived_error(exc)), None
+    except MemoryError:
+        # Values that ask a worker for more memory than it has (schemathesis: a 500).
+        return 422, json.dumps(error_body(
+            "the request needs more memory than a worker has", "body", None,
+            "smaller values (sizes, counts)")), None
     if isinstance(done, tuple):
         return 200, done[0], done[1]
     return 200, done, None
+
+
+def _derived_error(exc: ValidationError) -> dict[str, Any]:
+    error = exc.errors()[0]
+    inner = (error.get("ctx") or {}).get("error")
+    if isinstance(inner, ProfileError):
+        message = f"the request's values make an invalid {exc.title}: {inner}"
+        return error_body(message, inner.field, inner.value, inner.accepted)
+    return error_body(f"the request's values make an invalid {exc.title}: {error['msg']}",
+                      "body", None, "values within the ranges a real cluster has")
 
 
 def parse_json(body: bytes) -> Any:

@@ -11,7 +11,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from ppsched.api.service.bounded import BODY_MODELS
+from ppsched.api.service.config import Settings
 from ppsched.api.service.errors import error_body
+from ppsched.solver.advisor import STRATEGIES
 from starlette.routing import Match
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
@@ -38,14 +40,17 @@ _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.
                                 "schema": {"type": "integer"}}}
 
 
-def declare_statuses(schema: dict[str, Any]) -> None:
+def declare_statuses(schema: dict[str, Any], settings: Settings) -> None:
     """Add to each operation of the OpenAPI `schema` the statuses it may answer and does
-    not declare itself, and the schemas of the bodies routes read by hand."""
+    not declare itself, the schemas of the bodies routes read by hand, and this
+    service's limits as the schemas' maxima (a request the schema allows is not refused
+    for a limit it did not state)."""
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for model in BODY_MODELS:
         model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         components.update(model_schema.pop("$defs", {}))
         components[model.__name__] = model_schema
+    _state_limits(components, settings)
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
@@ -81,3 +86,34 @@ def install_allow(app: FastAPI) -> None:
                                        "a method listed at /docs for this path: "
                                        + ", ".join(sorted(methods))),
                             status_code=405, headers={"Allow": ", ".join(sorted(methods))})
+
+
+# (component, property, keyword, setting): the limits a schema can state. Only on
+# request-only components: Profile is in answers too (/v1/examples holds p=16 profiles
+# a service limited to p=8 still lists).
+_LIMITS = (
+    ("ScheduleRequest", "time_limit_s", "maximum", "max_time_limit_s"),
+    ("PackRequest", "lengths", "maxItems", "max_pack_samples"),
+    ("PackRequest", "replicas", "maximum", "max_pack_replicas"),
+    ("ModelDims", "layers", "maximum", "max_advise_layers"),
+    ("Cluster", "num_gpus", "maximum", "max_advise_gpus"),
+    ("AdvisorConfig", "num_microbatches", "maximum", "max_advise_microbatches"),
+)
+
+
+def _state_limits(components: dict[str, Any], settings: Settings) -> None:
+    for component, prop, keyword, setting in _LIMITS:
+        target = components.get(component, {}).get("properties", {}).get(prop)
+        if target is not None:
+            target[keyword] = getattr(settings, setting)
+            if keyword == "maximum" and target.get("default", 0) > target[keyword]:
+                target["default"] = target[keyword]  # as the service applies it
+    pack = components.get("PackRequest", {}).get("properties", {})
+    if "profile" in pack:  # read as a dict, parsed as a Profile
+        pack["profile"] = {"$ref": "#/components/schemas/Profile",
+                           "description": pack["profile"].get("description", "")}
+    advisor = components.get("AdvisorConfig", {}).get("properties", {})
+    for name in ("strategies", "recompute"):  # names checked by hand: listed here
+        for option in advisor.get(name, {}).get("anyOf", []):
+            if option.get("type") == "array":
+                option["items"] = {"type": "string", "enum": list(STRATEGIES)}

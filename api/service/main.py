@@ -104,7 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 components.update(model_schema.pop("$defs", {}))
                 components[model.__name__] = model_schema
             _errors_are_error_bodies(schema)
-            declare_statuses(schema)  # every status each route answers (issue 29)
+            declare_statuses(schema, settings)  # every status each route answers (issue 29)
             app.openapi_schema = schema
         return app.openapi_schema
 

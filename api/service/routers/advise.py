@@ -72,7 +72,7 @@ def advise_json(data: Any, limits: Settings) -> str:
 
 @router.post("/advise", response_model=AdviseResponse, summary="Rank training strategies",
              responses=POOLED_ERRORS, openapi_extra=request_body(
-                 None, "The advisor's config: model, cluster, num_microbatches (as in "
+                 AdvisorConfig, "The advisor's config: model, cluster, num_microbatches (as in "
                  "`ppsched advise MODEL.yaml`)", {"llama-16gpu": {"value": _EXAMPLE}}))
 async def post_advise(http: Request, state: State) -> Response:
     """Every strategy's step time, throughput and peak memory from the model's dimensions,

@@ -29,11 +29,15 @@ _EXAMPLE = {"profile": {**EXAMPLE_PROFILE, "num_ranks": 1, "num_microbatches": 1
                        {"kind": "W", "stage": 0, "microbatch": 0}]]}
 _BROKEN = {**_EXAMPLE, "ranks": [[{"kind": "B", "stage": 0, "microbatch": 0}, *_ONE_F,
                                   {"kind": "W", "stage": 0, "microbatch": 0}]]}
-_SCHEMA = request_body(None, "A schedule (DESIGN.md section 4); start/end and figures "
-                      "are optional and recomputed.",
-                      {"valid": {"summary": "One rank, one microbatch", "value": _EXAMPLE},
-                       "invalid": {"summary": "B before its F", "value": _BROKEN}})
+_DESCRIPTION = "A schedule (DESIGN.md section 4); start/end and figures are optional " \
+    "and recomputed."
+_VALID = {"summary": "One rank, one microbatch", "value": _EXAMPLE}
+_SCHEMA = request_body(None, _DESCRIPTION, {"valid": _VALID})
 _SCHEMA["requestBody"]["content"]["application/json"]["schema"] = SCHEDULE_REF
+# A broken schedule is validate's example only: /v1/simulate answers it 422, by design.
+_CHECK_SCHEMA = request_body(None, _DESCRIPTION, {
+    "valid": _VALID, "invalid": {"summary": "B before its F", "value": _BROKEN}})
+_CHECK_SCHEMA["requestBody"]["content"]["application/json"]["schema"] = SCHEDULE_REF
 
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -58,7 +62,7 @@ async def simulate_schedule(http: Request, state: State) -> Response:
 
 
 @router.post("/validate", summary="Check a schedule", response_model=ValidationReport,
-             openapi_extra=_SCHEMA, responses=_RESPONSES)
+             openapi_extra=_CHECK_SCHEMA, responses=_RESPONSES)
 async def validate_schedule(http: Request, state: State) -> Response:
     """Whether the schedule keeps the contract (each op once, on its rank, dependencies,
     memory): its violations (the first PPSCHED_MAX_VIOLATIONS, and their count), the grid

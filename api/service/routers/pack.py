@@ -3,12 +3,13 @@ beside naive packing (`ppsched pack`; DESIGN.md 6.2)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
 from ppsched.api.service.bounded import POOLED_ERRORS, request_body, run_bounded
 from ppsched.api.service.config import Settings
 from ppsched.api.service.deps import State
+from ppsched.api.service.solving import check_profile_limits
 from ppsched.solver.model import Profile, ProfileError, parse_profile
 from ppsched.solver.packing import (
     CostModel,
@@ -46,9 +47,10 @@ class PackRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    lengths: list[int] = Field(description="Each sample's tokens, in arrival order.")
-    cap: int = Field(description="Most tokens per microbatch.")
-    replicas: int = Field(1, description="Data-parallel replicas.")
+    lengths: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1, description="Each sample's tokens, in arrival order.")
+    cap: int = Field(ge=1, description="Most tokens per microbatch.")
+    replicas: int = Field(1, ge=1, description="Data-parallel replicas.")
     microbatches: int | list[int] | None = Field(
         None, description="Microbatches per replica: one count or one per replica; null: "
         "as many as naive packing needs, spread evenly.")
@@ -61,7 +63,7 @@ class PackRequest(BaseModel):
     cost_w: Coefficients | None = Field(None, description="W's own a, b (default: as F).")
     fit: list[list[float]] | None = Field(
         None, description="Profiled [tokens, time] points: F's a, b by least squares.")
-    reference_tokens: int | None = Field(None, description="Default: the cap.")
+    reference_tokens: int | None = Field(None, ge=1, description="Default: the cap.")
     method: str = "heuristic"
     naive_method: str | None = None
 
@@ -170,6 +172,7 @@ def pack_json(data: Any, limits: Settings) -> str:
         ProfileError: a bad field, or one over the service's limits.
     """
     request = _parse(data)
+    check_profile_limits(request.profile, limits)  # before it is resolved (p, m, v)
     base = _base_profile(request.profile)
     spec = spec_from_request(request, limits)
     check_size(base, spec, limits)
