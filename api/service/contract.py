@@ -6,6 +6,7 @@ document GET and DELETE)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,7 +15,6 @@ from ppsched.api.service.bounded import BODY_MODELS
 from ppsched.api.service.config import Settings
 from ppsched.api.service.errors import error_body
 from ppsched.solver.advisor import STRATEGIES
-from starlette.routing import Match
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 # Answered to any request with a body, by the framework or the middleware.
@@ -72,20 +72,29 @@ def declare_statuses(schema: dict[str, Any], settings: Settings) -> None:
 
 
 def install_allow(app: FastAPI) -> None:
-    """A 405 whose `Allow` lists every method of every route matching the path."""
+    """A 405 whose `Allow` lists the methods the OpenAPI document gives the path (every
+    route of it, not only the first one the router tried)."""
 
     @app.exception_handler(405)
     async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:
-        methods: set[str] = set()
-        for route in app.router.routes:
-            match, _ = route.matches({**request.scope, "method": "\x00"})
-            if match != Match.NONE:
-                methods |= set(getattr(route, "methods", None) or ())
+        # A path no template matches whole (/static/{path} holds slashes): the router's.
+        allowed = ", ".join(documented_methods(app.openapi(), request.url.path)) or \
+            str((getattr(exc, "headers", None) or {}).get("Allow", ""))
         message = f"Method Not Allowed: {request.method} {request.url.path}"
         return JSONResponse(error_body(message, "method", request.method,
-                                       "a method listed at /docs for this path: "
-                                       + ", ".join(sorted(methods))),
-                            status_code=405, headers={"Allow": ", ".join(sorted(methods))})
+                                       f"a method listed at /docs for this path: {allowed}"),
+                            status_code=405, headers={"Allow": allowed})
+
+
+def documented_methods(schema: dict[str, Any], path: str) -> list[str]:
+    """The methods of every documented path template that `path` matches, sorted."""
+    methods: set[str] = set()
+    for template, operations in schema["paths"].items():
+        pattern = re.sub(r"\\\{[^}]*:path\\\}", ".*", re.escape(template))
+        pattern = re.sub(r"\\\{[^}]*\\\}", "[^/]+", pattern)
+        if re.fullmatch(pattern, path):
+            methods |= {m.upper() for m in operations}
+    return sorted(methods)
 
 
 # (component, property, keyword, setting): the limits a schema can state. Only on
