@@ -61,7 +61,7 @@ class PackRequest(BaseModel):
                                       "(default a=0, b=1, c=1).")
     cost_b: Coefficients | None = Field(None, description="B's own a, b (default: as F).")
     cost_w: Coefficients | None = Field(None, description="W's own a, b (default: as F).")
-    fit: list[list[float]] | None = Field(
+    fit: list[Annotated[list[float], Field(min_length=2, max_length=2)]] | None = Field(
         None, description="Profiled [tokens, time] points: F's a, b by least squares.")
     reference_tokens: int | None = Field(None, ge=1, description="Default: the cap.")
     method: str = "heuristic"
