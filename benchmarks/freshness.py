@@ -12,7 +12,8 @@ companion ``.md`` for anything else) naming the commit it was measured on. A fil
 stale when
 
 - the last commit that changed its benchmark's ``MEASURES`` (``git log -1 -- PATHS``) is
-  not the recorded commit nor one of its ancestors;
+  not the recorded commit nor one of its ancestors, and those paths differ between the
+  recorded commit and ``HEAD`` (a change undone since leaves the measured code as it was);
 - the recorded commit is ``+dirty`` (the tree had changes that could be measured code),
   ``unknown``, or not in this repository's history;
 - it has no header (or one without load before and after, or a budget kind other than
@@ -183,6 +184,8 @@ def _commit_reason(root: Path, recorded: str, owner: Benchmark,
     last = changes[owner.module]
     if _git(root, "merge-base", "--is-ancestor", last, recorded).returncode == 0:
         return None
+    if _git(root, "diff", "--quiet", recorded, "HEAD", "--", *owner.measures).returncode == 0:
+        return None  # changed and changed back: the code it measures is what it measured
     subject = _git(root, "log", "-1", "--format=%h %s", last).stdout.strip()
     return (f"measured on {recorded}; what it measures ({', '.join(owner.measures)}) "
             f"changed since, last in {subject[:90]}")

@@ -14,8 +14,9 @@ For each concurrency c (1, 4, 16, 64 by default):
 Reported: requests/s, p50 and p99 latency, and the server's main-process CPU per request
 (utime + stime of its own process from /proc, not its workers'). The HTTP client is a
 minimal keep-alive HTTP/1.1 client on asyncio streams in this process: it shares the
-machine's CPUs with the server, which the notes say. Prints a Markdown table and writes
-``benchmarks/results/service_throughput.md``.
+machine's CPUs with the server, which the notes say; it runs niced (``--nice``, after
+the in-process loop's workers have started, so they keep the server's priority).
+Prints a Markdown table and writes ``benchmarks/results/service_throughput.md``.
 """
 
 from __future__ import annotations
@@ -182,6 +183,9 @@ async def run(args: argparse.Namespace) -> list[Row]:
         next_k = 10_000
         warm = [spec(profile, k) for k in range(args.workers * 2)]
         await in_process(pool, warm, args.workers)  # start the loop's workers
+        # The client (this process, not the loop's workers started above nor the server)
+        # yields the CPUs to the server: on two cores it would otherwise take half.
+        os.nice(args.nice)
         await through_service(port, server.pid, "warm-up",
                               [json.dumps(w).encode() for w in warm], args.workers)
         for c in levels:
@@ -216,13 +220,13 @@ def table(rows: list[Row], args: argparse.Namespace, started: Started) -> str:
         ratios.append(f"c={c}: {served.rate / direct.rate:.2f}")
     command = (f"python -m benchmarks.service_throughput --workers {args.workers} --requests "
                f"{args.requests} --cached-requests {args.cached_requests} --concurrency "
-               f"{args.concurrency}")
+               f"{args.concurrency} --nice {args.nice}")
     return "\n".join([
         *result_header(command, started=started, budget="wall (throughput and latency are "
                        "wall time; other work shares the CPUs, the HTTP client too)"),
         "Heuristic solves of profiles/gpt1.5b-p8-m32.json (each uncached request its own "
-        f"t_f, no memory limit), {args.workers} solver workers both ways, Python "
-        f"{platform.python_version()}.", "",
+        f"t_f, no memory limit), {args.workers} solver workers both ways, the client "
+        f"niced by {args.nice}, Python {platform.python_version()}.", "",
         *lines, "",
         f"Uncached service / in-process throughput: {', '.join(ratios)}.", ""])
 
@@ -233,6 +237,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=64, help="uncached, per level")
     parser.add_argument("--cached-requests", type=int, default=2000, help="per level")
     parser.add_argument("--concurrency", default="1,4,16,64")
+    parser.add_argument("--nice", type=int, default=10,
+                        help="niceness added to the client once the loop's workers run")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
     started = start()

@@ -15,6 +15,8 @@ header records the load.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
 import logging
 import os
 import re
@@ -30,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.result_header import Started, result_header, start
+from benchmarks.result_header import Started, read_header, result_header, start
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "two_commands.md"
@@ -47,6 +49,8 @@ class Timed:
     command: str
     wall_s: float
     outcome: str
+    measured_on: str = ""
+    """The commit and date of the run that timed it (a kept row keeps its own)."""
 
 
 def _free_port() -> int:
@@ -112,28 +116,37 @@ def apt_packages() -> dict[str, bool]:
 
 
 def _kept_rows(replaced: set[str]) -> list[Timed]:
-    """The rows of the current file that this run does not re-time."""
+    """The rows of the current file that this run does not re-time, each with the commit
+    and date of the run that timed it (from its own cell, or the file's header)."""
     if not OUT.exists():
         return []
+    header = read_header(OUT)
+    before = f"{header.commit}, {header.date}" if header else "unknown"
     rows = []
     for line in OUT.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0].startswith("make ") and cells[0] not in replaced:
-            rows.append(Timed(cells[0], float(cells[1]), cells[2]))
+        if len(cells) in (3, 4) and cells[0].startswith("make ") and cells[0] not in replaced:
+            rows.append(Timed(cells[0], float(cells[1]), cells[2],
+                              cells[3] if len(cells) == 4 else before))
     return rows
 
 
 def write(rows: list[Timed], command: str, apt_before: dict[str, bool],
           started: Started) -> None:
     order = {"make run": 0, "make test": 1}
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    rows = [dataclasses.replace(row, measured_on=f"{started.commit}, {now}") for row in rows]
     rows = sorted(rows + _kept_rows({r.command for r in rows}), key=lambda r: order[r.command])
     apt = ", ".join(f"{name} {'already installed' if present else 'installed by the run'}"
                     for name, present in apt_before.items())
     lines = result_header(command, budget="wall", started=started)
     lines += [f"A fresh clone of this checkout; each command builds its own virtual "
               f"environment from nothing. Debian packages: {apt}.", "",
-              "| command | wall time (s) | outcome |", "|---|---|---|"]
-    lines += [f"| {row.command} | {row.wall_s:.0f} | {row.outcome} |" for row in rows]
+              "Rows this run did not re-time (`--only`) keep the commit and date of the run "
+              "that timed them.", "",
+              "| command | wall time (s) | outcome | measured on |", "|---|---|---|---|"]
+    lines += [f"| {row.command} | {row.wall_s:.0f} | {row.outcome} | {row.measured_on} |"
+              for row in rows]
     OUT.write_text("\n".join(lines) + "\n")
 
 

@@ -162,6 +162,17 @@ def test_a_change_to_measured_code_makes_it_stale(repo: Path) -> None:
     assert freshness.main(["--root", str(repo)]) == 1
 
 
+def test_a_change_undone_since_keeps_it_fresh(repo: Path) -> None:
+    # Measured, then the code changed and changed back: what it measures is what it
+    # measured, so it stays fresh; a change left in place still stales it.
+    _write_result(repo)
+    _commit(repo, "solver/core.py", "X = 2\n")
+    _commit(repo, "solver/core.py", "X = 1\n")
+    assert _reasons(repo) == {}
+    _commit(repo, "solver/core.py", "X = 3\n")
+    assert list(_reasons(repo)) == ["bench.md"]
+
+
 def test_a_change_to_the_benchmark_itself_makes_it_stale(repo: Path) -> None:
     _write_result(repo)
     _commit(repo, "benchmarks/bench.py", BENCH + "# a new figure\n")

@@ -14,7 +14,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppsched.solver.advisor import STRATEGIES, advise, format_table, parse_advisor_config
+from ppsched.solver.advisor import (
+    DEFAULT_MAX_RUNS,
+    STRATEGIES,
+    advise,
+    format_assumptions,
+    format_sensitivity,
+    format_table,
+    list_assumptions,
+    parse_advisor_config,
+    probe_sensitivity,
+    set_field,
+    summary_line,
+    winner,
+)
 from ppsched.solver.model import ProfileError, install_command
 
 
@@ -24,7 +37,15 @@ def add_advise_parser(sub: Any) -> None:
     p.add_argument("config", help="model and cluster YAML (see examples/advise-*.yaml)")
     p.add_argument("--strategies", metavar="LIST",
                    help="comma-separated subset of: " + ", ".join(STRATEGIES))
-    p.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    p.add_argument("--json", action="store_true", help="print the ranking, the assumptions "
+                   "and the sensitivity as JSON")
+    p.add_argument("--set", metavar="FIELD=VALUE", action="append", default=[],
+                   dest="set_fields", help="set a config field (repeatable; dotted names "
+                   "such as cluster.mfu=0.35, fsdp_overlap=false, recompute=[1f1b,fsdp]); "
+                   "the assumptions list marks it '--set'")
+    p.add_argument("--sensitivity-runs", metavar="N", type=int, default=DEFAULT_MAX_RUNS,
+                   help="cap on the advisor reruns that check whether each assumption "
+                   f"flips the pick (default {DEFAULT_MAX_RUNS}; 0: no sensitivity)")
     p.add_argument("--vary", metavar="FIELD=V1,V2", action="append", default=[],
                    help="sweep a config field over values (repeatable; dotted names such "
                    "as model.seq_len=4096,16384 or cluster.inter_node_gbps=1.25,25): one "
@@ -122,10 +143,31 @@ def sweep_table(data: dict[str, Any], axes: list[tuple[str, list[Any]]]) -> str:
     return "tokens/s/GPU per strategy\n" + "\n".join(lines)
 
 
+def parse_set(items: list[str]) -> list[tuple[str, Any]]:
+    """``FIELD=VALUE`` arguments as (dotted field, value); a value reads as YAML (a
+    number, true/false, a [list]).
+
+    Raises:
+        ProfileError: an argument without ``=``, a field or a value.
+    """
+    out = []
+    for item in items:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip() or not value.strip():
+            raise ProfileError("--set", item, "FIELD=VALUE such as cluster.mfu=0.35")
+        out.append((field.strip(), _yaml().safe_load(value)))
+    return out
+
+
 def run_advise(args: argparse.Namespace) -> int:
     data = read_config(args.config)
     if args.strategies is not None and isinstance(data, dict):
         data = dict(data, strategies=[s.strip() for s in args.strategies.split(",")])
+    overrides = parse_set(args.set_fields)
+    if overrides and not isinstance(data, dict):
+        parse_advisor_config(data)  # raises, naming what the file should be
+    for field, value in overrides:
+        data = set_field(data, field, value)
     if args.vary:
         if not isinstance(data, dict):
             parse_advisor_config(data)  # raises, naming what the file should be
@@ -133,9 +175,22 @@ def run_advise(args: argparse.Namespace) -> int:
         return 0
     config = parse_advisor_config(data)
     ranked = advise(config)
+    items = list_assumptions(config, frozenset(field for field, _ in overrides))
+    report = (probe_sensitivity(data, ranked, args.sensitivity_runs)
+              if args.sensitivity_runs > 0 else None)
     if args.json:
-        json.dump([c.to_dict() for c in ranked], sys.stdout, indent=1)
+        json.dump({"ranked": [c.to_dict() for c in ranked], "winner": winner(ranked),
+                   "assumptions": [a.to_dict() for a in items],
+                   "sensitivity": report.to_dict() if report else None},
+                  sys.stdout, indent=1)
         sys.stdout.write("\n")
-    else:
-        print(format_table(config, ranked))
+        return 0
+    print(format_table(config, ranked))
+    print("assumptions (value, from where; set any with --set FIELD=VALUE):")
+    print("\n".join(format_assumptions(items)))
+    if report:
+        print("does the pick hold? each assumption moved over a range (reruns only of "
+              "the strategies it moves):")
+        print("\n".join(format_sensitivity(report)))
+        print(summary_line(report))
     return 0

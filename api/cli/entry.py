@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from ppsched.api.cli.advise import add_advise_parser
 from ppsched.api.cli.catalog import add_methods_parser, add_schema_parser
+from ppsched.api.cli.keys import add_keys_parser
 from ppsched.api.cli.output import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_USAGE
 from ppsched.api.cli.pack import add_pack_parser
 from ppsched.api.cli.partition import add_partition_parser
@@ -128,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     add_render_parser(sub)  # api/cli/render.py
     add_methods_parser(sub)  # api/cli/catalog.py
     add_serve_parser(sub)  # api/cli/serve.py (the service: api/service/)
+    add_keys_parser(sub)  # `ppsched keys hash TENANT`: api/cli/keys.py (the service's keys)
     add_schema_parser(sub)  # api/cli/catalog.py
     add_sweep_parser(sub)  # `ppsched sweep GRID.yaml`: api/cli/sweep.py (engine: api/sweep/)
     add_advise_parser(sub)  # `ppsched advise MODEL.yaml`: api/cli/advise.py

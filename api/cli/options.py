@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+from ppsched.api.offload_options import with_offload_options as apply_offload_options
 from ppsched.solver.model import (
     Profile,
     ProfileError,
     parse_profile,
-    with_offload,
-    with_offload_bandwidth,
 )
 from ppsched.solver.solving import Layout, parse_layouts
 
@@ -95,11 +94,6 @@ def with_offload_options(profile: Profile, args: argparse.Namespace) -> Profile:
     Raises:
         ProfileError: a ratio, bandwidth or node size the profile cannot take, naming it.
     """
-    if args.offload_ratio is not None:
-        profile = with_offload(profile, args.offload_ratio)
-    elif args.host_bandwidth is not None:
-        profile = with_offload_bandwidth(profile, args.host_bandwidth, args.memory_unit_bytes)
-    if args.gpus_per_node is not None:
-        profile = parse_profile({**profile.model_dump(mode="json"),
-                                 "gpus_per_node": args.gpus_per_node})
-    return profile
+    return apply_offload_options(
+        profile, offload_ratio=args.offload_ratio, host_bandwidth=args.host_bandwidth,
+        memory_unit_bytes=args.memory_unit_bytes, gpus_per_node=args.gpus_per_node)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -79,6 +80,34 @@ class Settings(BaseSettings):
                                         "task runs.")
     cpsat_workers: int = Field(1, ge=1, le=64, description="CP-SAT threads per ilp solve.")
 
+    # Eyes on the service (issue 29): logs.
+    log_format: Literal["text", "json"] = Field(
+        "text", description="`text`: one readable line per record (for a laptop); "
+        "`json`: one JSON object per line (time, level, logger, message, request_id, "
+        "job_id and extra fields) for a log collector.")
+    # Tenants and quotas (issue 29, tenants: api/service/tenants.py, gate.py, quotas.py).
+    api_keys: SecretStr | None = Field(
+        None, description="API keys as tenant=key,... (keys of at least 16 characters): "
+        "each request then needs 'Authorization: Bearer KEY' (else 401) and each job "
+        "belongs to its tenant. Unset (and no keys file): open mode, as on a laptop.")
+    api_keys_file: Path | None = Field(
+        None, description="A file of hashed API keys, one 'tenant:sha256-hex-of-key' per "
+        "line ('#' comments); `ppsched keys hash TENANT` makes a line from a key on stdin.")
+    metrics_open: bool = Field(
+        False, description="Whether /metrics answers without a key when keys are "
+        "configured (for a scraper without one); /healthz and /readyz always do.")
+    quota_queued_jobs: int | None = Field(
+        None, ge=1, description="Jobs one tenant (open mode: one client address) may have "
+        "queued; beyond, 429 with Retry-After. Unset: half of max_queued_jobs (at least 1).")
+    quota_concurrent_solves: int = Field(
+        0, ge=0, description="Solving requests (schedules, pack, advise, simulate, "
+        "validate) one tenant or client may have in progress on a replica; beyond, 429 "
+        "with Retry-After. 0: no limit of its own (the pool's admission still applies).")
+    quota_rate_per_s: float = Field(
+        0.0, ge=0, description="Requests per second one tenant or client may send to a "
+        "replica (a token bucket of quota_burst); beyond, 429 with Retry-After. 0: no limit.")
+    quota_burst: int = Field(20, ge=1, description="Requests a tenant or client may send "
+                             "at once before quota_rate_per_s paces it.")
     # Issue 29, bounded calls: every CPU-heavy call runs in the worker pool within a size
     # and a time budget, and a request body must arrive within a time limit.
     max_pack_samples: int = Field(100_000, ge=1, description="Most samples (lengths) one "

@@ -23,7 +23,10 @@ from typing import Any
 
 from ppsched.api.service.config import Settings
 from ppsched.api.service.errors import QueueFull
+from ppsched.api.service.fair_queue import FairQueue
 from ppsched.api.service.metrics import Metrics
+from ppsched.api.service.quotas import QuotaExceeded, describe, queued_jobs_limit
+from ppsched.api.service.request_ids import job_id as job_id_var
 from ppsched.api.service.solving import SolveSpec
 from ppsched.api.service.store import JobRecord, Store
 from ppsched.api.service.worker import JobResult, run_job
@@ -50,7 +53,8 @@ class JobManager:
 
     def __init__(self, settings: Settings, store: Store, metrics: Metrics) -> None:
         self.settings, self.store, self.metrics = settings, store, metrics
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        # Fair between owners (tenants, or client addresses in open mode): round-robin.
+        self._queue = FairQueue()
         self._running: dict[str, _Running] = {}
         self._runners: list[asyncio.Task[None]] = []
         self._context = multiprocessing.get_context("spawn")
@@ -82,7 +86,7 @@ class JobManager:
         for job in self.store.jobs_with_status("queued"):
             if job.id not in self._seen:  # submitted here or through another replica
                 self._seen.add(job.id)
-                self._queue.put_nowait(job.id)
+                self._queue.put_nowait(job.id, job.tenant or "")
 
     async def _keeper(self) -> None:
         """Every third of a lease: fail jobs whose replica died, pick up queued ones."""
@@ -104,12 +108,14 @@ class JobManager:
                 pass
         self._runners = []
 
-    def submit(self, spec: SolveSpec) -> JobRecord:
-        """Queue a job for `spec` (or return the queued or running one for the same
-        request).
+    def submit(self, spec: SolveSpec, owner: str | None = None) -> JobRecord:
+        """Queue a job for `spec` owned by `owner` (`tenants.Caller.owner`), or return the
+        queued or running one for the same request (a tenant's requests have ids of its
+        own, so that job is its own).
 
         Raises:
             QueueFull: `max_queued_jobs` already wait (429 with Retry-After).
+            QuotaExceeded: `owner` has its quota of queued jobs (429 with Retry-After).
         """
         existing = self.store.active_job_for(spec.key)
         if existing is not None:
@@ -117,9 +123,15 @@ class JobManager:
         if self.store.count_jobs("queued") >= self.settings.max_queued_jobs:
             raise QueueFull("the job queue", self.settings.max_queued_jobs, 429,
                             self.settings.retry_after_s)
-        job = self.store.add_job(uuid.uuid4().hex, spec.to_dict(), spec.key)
+        if owner is not None:
+            limit = queued_jobs_limit(self.settings)
+            if self.store.count_queued_of(owner) >= limit:
+                raise QuotaExceeded("quota_queued_jobs", limit, describe(owner),
+                                    f"more than {limit} jobs queued",
+                                    self.settings.retry_after_s)
+        job = self.store.add_job(uuid.uuid4().hex, spec.to_dict(), spec.key, owner)
         self._seen.add(job.id)
-        self._queue.put_nowait(job.id)
+        self._queue.put_nowait(job.id, owner or "")
         self._update_gauges()
         return job
 
@@ -170,6 +182,13 @@ class JobManager:
             # Atomic: of the replicas that queued this id, one claims it.
             if not self.store.claim_job(job_id, self.owner, self.settings.job_lease_s):
                 continue
+            method = str(job.request.get("method", "?"))
+            waited = max(0.0, time.time() - job.created)
+            self.metrics.job_wait.labels(method).observe(waited)
+            began = time.monotonic()
+            job_token = job_id_var.set(job_id)  # the job's id on every log line of its run
+            log.info("job started: %s after %.3f s queued", method, waited,
+                     extra={"method": method, "waited_s": round(waited, 3)})
             try:
                 await self._run(job)
             except asyncio.CancelledError:
@@ -178,6 +197,10 @@ class JobManager:
                 log.exception("job %s failed in its runner", job_id)
                 self.store.update_job(job_id, status="failed", error=f"internal error: {exc}")
             finally:
+                ran = time.monotonic() - began
+                self.metrics.job_run.labels(method).observe(ran)
+                log.info("job ended after %.3f s", ran, extra={"ran_s": round(ran, 3)})
+                job_id_var.reset(job_token)
                 self._update_gauges()
 
     async def _run(self, job: JobRecord) -> None:

@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
+from ppsched.api.service import pipe_io
 from ppsched.api.service.budgets import TimeBudgetExceeded
 from ppsched.api.service.errors import QueueFull, WorkerLost
 from ppsched.api.service.worker import serve_calls
@@ -60,6 +62,8 @@ class SolverPool:
         self._idle: asyncio.Queue[_Worker] | None = None
         self._all: list[_Worker] = []
         self._started = 0
+        self.on_wait: Callable[[float], None] | None = None
+        """Called with each call's wait for a worker, in seconds (a metric)."""
 
     @property
     def capacity(self) -> int:
@@ -115,16 +119,19 @@ class SolverPool:
         assert self._idle is not None
         self.in_flight += 1
         try:
+            asked = time.perf_counter()
             worker = await self._idle.get()
+            if self.on_wait is not None:
+                self.on_wait(time.perf_counter() - asked)
             try:
                 if not worker.ready:
                     # A fresh worker first imports its modules: not the call's time.
-                    await asyncio.to_thread(worker.conn.recv)
+                    await pipe_io.recv(worker.conn)
                     worker.ready = True
                 worker.conn.send((fn, args))
-                # The read blocks a helper thread, not the loop; a dead child ends it (EOF).
-                outcome, value = await asyncio.wait_for(
-                    asyncio.to_thread(worker.conn.recv), timeout_s)
+                # Never blocks the loop (a whole reply is read here, else in a thread);
+                # a dead child ends it (EOF).
+                outcome, value = await asyncio.wait_for(pipe_io.recv(worker.conn), timeout_s)
             except TimeoutError:
                 # Past its budget: killing the worker ends the helper thread's read (EOF)
                 # and frees the slot; a fresh worker takes its place.

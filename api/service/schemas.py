@@ -194,3 +194,11 @@ class ErrorBody(BaseModel):
     field: str | None
     value: Any = None
     accepted: str | None
+
+
+class JobList(BaseModel):
+    """GET /v1/jobs: the newest jobs first (with API keys, the caller's tenant's only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[JobView]

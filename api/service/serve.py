@@ -25,6 +25,7 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
         import uvicorn
         from ppsched.api.service.config import Settings
         from ppsched.api.service.http import protocol_with
+        from ppsched.api.service.logs import logging_config
         from ppsched.api.service.main import create_app
         from pydantic import ValidationError
     except ImportError as exc:
@@ -57,7 +58,8 @@ def serve(host: str | None = None, port: int | None = None, workers: int | None 
     log.info("serving on http://%s:%d (pid %d)", settings.host, settings.port, os.getpid())
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level,
                 timeout_graceful_shutdown=10, http=protocol_with(settings.header_timeout_s),
-                timeout_keep_alive=settings.keep_alive_s)
+                timeout_keep_alive=settings.keep_alive_s,
+                log_config=logging_config(settings.log_format, log_level))
 
 
 def check_address(host: str, port: int) -> None:

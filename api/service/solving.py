@@ -14,12 +14,11 @@ from ppsched.api.service.schemas import ScheduleRequest
 from ppsched.api.service.worker import body_with_links, content_id
 
 __all__ = ["content_id"]  # re-exported: the routers' import of it
+from ppsched.api.offload_options import with_offload_options
 from ppsched.solver.model import (
     Profile,
     ProfileError,
     parse_profile,
-    with_offload,
-    with_offload_bandwidth,
 )
 from ppsched.solver.solving import (
     ILP,
@@ -88,7 +87,14 @@ def check_profile_limits(profile: Any, settings: Settings, prefix: str = "profil
 
 
 def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec:
-    """Validate a schedule request into a `SolveSpec`.
+    """Validate a schedule request into a `SolveSpec` (`spec_and_profile`'s spec)."""
+    return spec_and_profile(request, settings)[0]
+
+
+def spec_and_profile(request: ScheduleRequest, settings: Settings,
+                     ) -> tuple[SolveSpec, Profile]:
+    """Validate a schedule request into a `SolveSpec` and the profile it solves, parsed
+    once (a route that needs the profile too does not parse it again).
 
     Raises:
         LimitExceeded: p, m, v or time_limit_s over the service's limits.
@@ -118,14 +124,9 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
     if request.gpus_per_node is not None:
         data["gpus_per_node"] = request.gpus_per_node
     profile = parse_profile_field(data)
-    if request.offload_ratio is not None and request.host_bandwidth is not None:
-        raise ProfileError("host_bandwidth", request.host_bandwidth, "null when "
-                           "offload_ratio is given (one way to size the copies)")
-    if request.offload_ratio is not None:
-        profile = with_offload(profile, request.offload_ratio)
-    elif request.host_bandwidth is not None:
-        profile = with_offload_bandwidth(profile, request.host_bandwidth,
-                                         request.memory_unit_bytes)
+    profile = with_offload_options(profile, offload_ratio=request.offload_ratio,
+                                   host_bandwidth=request.host_bandwidth,
+                                   memory_unit_bytes=request.memory_unit_bytes)
     parsed = parse_layouts(request.layouts) if request.layouts else ()
     for layout in parsed:
         # A layout sets v for the whole solve: `loop128` would bypass PPSCHED_MAX_CHUNKS.
@@ -138,11 +139,12 @@ def spec_from_request(request: ScheduleRequest, settings: Settings) -> SolveSpec
         raise LimitExceeded("layouts" if parsed else "profile.num_microbatches",
                             f"{ops} ops (3 * p * v * m over the layouts)", settings.max_ops,
                             "max_ops")
-    return SolveSpec(profile=profile.model_dump(mode="json"), method=method,
+    spec = SolveSpec(profile=profile.model_dump(mode="json"), method=method,
                      objective=request.objective, time_limit_s=time_limit_s,
                      backend=request.backend, work_limit=request.work_limit,
                      layouts=",".join(map(layout_name, parsed)), ops=ops,
                      compact=request.compact)
+    return spec, profile
 
 
 def count_ops(profile: Profile, layouts: tuple[Layout, ...]) -> int:

@@ -37,6 +37,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from ppsched.api.offload_options import with_offload_options
 from ppsched.api.sweep.grid import (
     SCALE_FIELDS,
     SPREAD_AXIS,
@@ -52,8 +53,6 @@ from ppsched.solver.model import (
     ProfileError,
     parse_profile,
     with_chunks,
-    with_offload,
-    with_offload_bandwidth,
 )
 from ppsched.solver.solving import HEURISTIC, ILP
 
@@ -236,16 +235,10 @@ def _resolve(grid: Grid, base: BaseProfile, point: dict[str, tuple[Axis, int]],
         profile = parse_profile(data)
         v = value.get("v", 1)
         profile = with_chunks(profile, v, value.get("placement") if v > 1 else None)
-        if "offload_ratio" in value and "host_bandwidth" in value:
-            raise ProfileError("host_bandwidth", value["host_bandwidth"], "no value in a "
-                               "row that also sets offload_ratio (one way to size copies)")
-        if "offload_ratio" in value:
-            profile = with_offload(profile, value["offload_ratio"])
-        elif "host_bandwidth" in value:
-            profile = with_offload_bandwidth(profile, value["host_bandwidth"], GIB)
-        if "gpus_per_node" in value:
-            profile = parse_profile({**profile.model_dump(mode="json"),
-                                     "gpus_per_node": value["gpus_per_node"]})
+        profile = with_offload_options(
+            profile, offload_ratio=value.get("offload_ratio"),
+            host_bandwidth=value.get("host_bandwidth"), memory_unit_bytes=GIB,
+            gpus_per_node=value.get("gpus_per_node"))
     except ProfileError as exc:
         raise _impossible(grid, base, point, exc, line_of) from None
     return profile, reference

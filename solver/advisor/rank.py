@@ -19,7 +19,6 @@ pipeline's step lasts at least its busiest link's ``bytes / bandwidth`` (noted a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,19 +150,36 @@ def _named(exc: ValidationError) -> ProfileError:
 
 def advise(config: AdvisorConfig) -> list[Candidate]:
     """Every requested strategy, ranked: those that fit by step time, then the rest."""
-    def costs(strategy: str) -> LayerCosts:
-        rc = config.recompute
-        return layer_costs(config.model, config.cluster, config.act_bytes_per_token_hidden,
-                           rc if isinstance(rc, bool) else strategy in rc)
+    return rank([run_strategy(config, name) for name in (config.strategies or STRATEGIES)])
 
-    runners: dict[str, Callable[[AdvisorConfig, LayerCosts], Candidate]] = {FSDP: _fsdp}
-    for name in PIPELINES:
-        runners[name] = lambda c, k, name=name: _pipeline(c, k, name)  # type: ignore[misc]
-    for name in WEIPIPE:
-        runners[name] = lambda c, k, name=name: _weipipe(c, k, name)  # type: ignore[misc]
-    out = [runners[name](config, costs(name)) for name in (config.strategies or STRATEGIES)]
-    return sorted(out, key=lambda c: (c.step_time_s is None, not c.fits,
-                                      c.step_time_s or 0.0))
+
+def uses_recompute(config: AdvisorConfig, strategy: str) -> bool:
+    """Whether `strategy` runs with full activation checkpointing under `config`."""
+    rc = config.recompute
+    return rc if isinstance(rc, bool) else strategy in rc
+
+
+def run_strategy(config: AdvisorConfig, strategy: str) -> Candidate:
+    """One strategy's predicted step under `config` (unranked)."""
+    costs = layer_costs(config.model, config.cluster, config.act_bytes_per_token_hidden,
+                        uses_recompute(config, strategy))
+    if strategy == FSDP:
+        return _fsdp(config, costs)
+    if strategy in PIPELINES:
+        return _pipeline(config, costs, strategy)
+    return _weipipe(config, costs, strategy)
+
+
+def rank(candidates: list[Candidate]) -> list[Candidate]:
+    """Those that fit by step time, then those that do not, then the inapplicable."""
+    return sorted(candidates, key=lambda c: (c.step_time_s is None, not c.fits,
+                                             c.step_time_s or 0.0))
+
+
+def winner(ranked: list[Candidate]) -> str | None:
+    """The advisor's pick: the first of a ranking if it fits and applies, else None."""
+    best = ranked[0] if ranked else None
+    return best.strategy if best and best.fits and best.step_time_s is not None else None
 
 
 def _candidate(config: AdvisorConfig, strategy: str, step_s: float, peak_gb: float,

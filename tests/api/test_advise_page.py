@@ -31,6 +31,12 @@ def test_advisor_tab_ranks_the_strategies(page: Any) -> None:  # noqa: F811
     assert fits == sorted(fits, reverse=True)  # what fits comes first ("true" > "false")
     first = [cell.inner_text() for cell in rows[0].query_selector_all("td")]
     assert first[0] == "1" and float(first[2]) > 0 and first[5] == "yes"
+    # the assumptions follow the ranking, each with where it came from
+    facts = {row.get_attribute("data-assumption"):
+             [cell.inner_text() for cell in row.query_selector_all("td")]
+             for row in page.query_selector_all("#advise-result tr[data-assumption]")}
+    assert facts["num_microbatches"] == ["num_microbatches", "32", "config"]
+    assert facts["fsdp_overlap"][2] == "default"
     page.click("#tab-schedules")
     assert page.is_visible("main") and page.is_hidden("#advise")
 

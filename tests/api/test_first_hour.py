@@ -33,6 +33,8 @@ EXTRA_IMPORTS: dict[str, tuple[str, ...]] = {
     "test": ("pytest", "hypothesis", "ruff", "mypy", "httpx", "schemathesis", "playwright"),
     "bench": ("chitchat_dataset",),
     "docs": ("mkdocs", "material"),
+    # opentelemetry-api itself comes with fastapi: the extra adds the SDK and exporter.
+    "otel": ("opentelemetry.sdk", "opentelemetry.exporter"),
 }
 
 

@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,25 @@ def _get(url: str) -> Any:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real uvicorn process serving the app; yields its base URL."""
+    with _serve(tmp_path_factory) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The same with API keys configured (PPSCHED_API_KEYS)."""
+    with _serve(tmp_path_factory, PPSCHED_API_KEYS=f"team-a={API_KEY}") as base:
+        yield base
+
+
+API_KEY = "key-of-team-a-page-7c2e91"
+
+
+@contextmanager
+def _serve(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("service")
     port = _free_port()
-    env = {**os.environ, "PPSCHED_DB_PATH": str(folder / "ppsched.sqlite3")}
+    env = {**os.environ, "PPSCHED_DB_PATH": str(folder / "ppsched.sqlite3"), **settings}
     log_path = folder / "server.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
@@ -357,3 +374,42 @@ def test_unequal_microbatches_are_labelled_by_their_size(page: Any) -> None:
     assert "size 2.4x the mean, input microbatch 0" in (title.text_content() or "")
     labels = [t.text_content() for t in page.query_selector_all(f"{chart} text.label")]
     assert f"{big} (2.4x)" in labels
+
+
+def test_page_works_with_api_keys(browser: Any, keyed_server: str) -> None:
+    """With keys on, the page loads (it is open), says a key is needed, then solves and
+    downloads with the key typed in its field (sent as Authorization: Bearer)."""
+    context = browser.new_context(base_url=keyed_server, accept_downloads=True,
+                                  viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        page.goto("/")
+        page.wait_for_selector("#error:not([hidden])")
+        assert "API key is required" in page.inner_text("#error")
+        page.fill("#api-key", API_KEY)
+        page.press("#api-key", "Tab")  # the change event: the page loads its lists
+        page.wait_for_selector("body[data-ready='true']")
+        assert page.is_hidden("#error")
+        compare = [o.get_attribute("value") for o in page.query_selector_all("#method-b option")]
+        assert compare[0] == "" and "1f1b" in compare and len(compare) == len(set(compare))
+        page.select_option("#method-a", "1f1b")
+        page.select_option("#method-b", "1f1b")
+        page.click("#solve")
+        page.wait_for_selector("#result-a[data-state='done']")
+        with page.expect_download() as info:
+            page.click("#result-a [data-download='csv']")
+        download = info.value
+        assert download.suggested_filename.endswith(".csv")
+        lines = Path(download.path()).read_text().strip().splitlines()
+        profile = json.loads(page.input_value("#profile"))
+        assert len(lines) == profile["num_ranks"] and lines[0].startswith("0F0")
+        # The key is kept for the tab: a reload needs no typing.
+        page.reload()
+        page.wait_for_selector("body[data-ready='true']")
+        assert page.input_value("#api-key") == API_KEY
+    finally:
+        context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"

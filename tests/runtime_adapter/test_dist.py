@@ -104,7 +104,8 @@ def test_killing_a_rank_mid_step_stops_every_survivor_with_op_and_peer(run: int)
     world, victim, when = 4, (1, 2, 3, 0, 1)[run], (0, 2, 1, 3, 3)[run]
     start = time.monotonic()
     with pytest.raises(LaunchError) as caught:
-        launch_local(workers.killed, world, victim, when, KILL_TIMEOUT_S, timeout_s=120)
+        launch_local(workers.killed, world, victim, when, "ppsched", KILL_TIMEOUT_S,
+                     timeout_s=120)
     errors = caught.value.errors
     assert sorted(errors) == list(range(world)), errors
     assert "died with exit code -9" in errors[victim]
@@ -130,7 +131,7 @@ def test_killing_a_rank_under_the_torch_engine_names_action_and_the_dead_rank(
     # op and no rank; each survivor must name torch's action and the rank that died.
     world = 4
     with pytest.raises(LaunchError) as caught:
-        launch_local(workers.killed_torch, world, victim, when, timeout_s=180)
+        launch_local(workers.killed, world, victim, when, "torch", timeout_s=180)
     errors = caught.value.errors
     assert "died with exit code -9" in errors[victim]
     survivors = [r for r in range(world) if r != victim]

@@ -205,27 +205,34 @@ def timeout(rank: int, world: int, store_path: str) -> str:
     return "no error"
 
 
-def killed(rank: int, world: int, victim: int, when: int, timeout_s: float) -> str:
-    """Two steps of 1F1B on the GPT; in step 2 rank `victim` kills itself (SIGKILL) at
-    the start of its F number `when`. Every other rank must raise, naming op and peer."""
+def killed(rank: int, world: int, victim: int, when: int, engine: str = "ppsched",
+           timeout_s: float | None = None) -> str:
+    """Two steps of 1F1B on the GPT under `engine`; in step 2 rank `victim` kills itself
+    (SIGKILL) at the start of its F number `when`. Every other rank must raise, naming the
+    op (or torch's action) and the peer. `timeout_s`: the ppsched engine's wait limit."""
     schedule = grid.schedule_for("1f1b", world)
     stages = split_stages(gpt_model(GPTConfig(layers=world)), world)
     module = copy.deepcopy(stages[rank])
-    calls = [0]
+    armed, calls = [False], [0]
 
     def die_in_step_two(_module: nn.Module, _args: Any) -> None:
-        calls[0] += 1
-        if calls[0] == schedule.profile.num_microbatches + 2 + when:  # +1: the handshake
-            os.kill(os.getpid(), signal.SIGKILL)
+        # Armed after step 1, so that step 1's forwards (the engine's one-time set-up
+        # forward included) are not counted.
+        if armed[0]:
+            calls[0] += 1
+            if calls[0] == 1 + when:
+                os.kill(os.getpid(), signal.SIGKILL)
 
     if rank == victim:
         module.register_forward_pre_hook(die_in_step_two)
-    executor = PipelineExecutor(schedule, {rank: module}, gpt_loss, timeout_s=timeout_s)
+    options = {} if timeout_s is None else {"timeout_s": timeout_s}
+    runner = make_engine(engine, schedule, {rank: module}, gpt_loss, **options)
     tokens, targets = gpt_batch(GPTConfig(layers=world), schedule.profile.num_microbatches)
-    executor.run(tokens, targets)
+    runner.run(tokens, targets)
+    armed[0] = True
     start = time.monotonic()
     try:
-        executor.run(tokens, targets)
+        runner.run(tokens, targets)
     except PipelineTimeout as exc:
         # Raised (not returned): the launcher then skips the process group's teardown,
         # which would wait for the dead rank.
@@ -485,31 +492,3 @@ def tied_before_fully_shard(rank: int, world: int) -> tuple[str, bool]:
     make_engine("torch", schedule, sharded, mse_loss, group=pp_groups[rank],
                 tied=[(weight, pp_groups[rank])])
     return refused, isinstance(weight, DTensor) and weight is next(sharded[0].parameters())
-
-
-def killed_torch(rank: int, world: int, victim: int, when: int) -> str:
-    """`killed` under the torch engine: two steps of 1F1B on the GPT; in step 2 rank
-    `victim` kills itself at the start of its F number `when`."""
-    schedule = grid.schedule_for("1f1b", world)
-    stages = split_stages(gpt_model(GPTConfig(layers=world)), world)
-    module = copy.deepcopy(stages[rank])
-    armed, calls = [False], [0]
-
-    def die_in_step_two(_module: nn.Module, _args: Any) -> None:
-        if armed[0]:
-            calls[0] += 1
-            if calls[0] == 1 + when:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    if rank == victim:
-        module.register_forward_pre_hook(die_in_step_two)
-    engine = make_engine("torch", schedule, {rank: module}, gpt_loss)
-    tokens, targets = gpt_batch(GPTConfig(layers=world), schedule.profile.num_microbatches)
-    engine.run(tokens, targets)
-    armed[0] = True
-    start = time.monotonic()
-    try:
-        engine.run(tokens, targets)
-    except PipelineTimeout as exc:
-        raise type(exc)(f"after {time.monotonic() - start:.2f} s: {exc}") from None
-    return "no error"

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from ppsched.api.offload_options import with_offload_options
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.offload_sizing import (
     copy_time_ms,
@@ -79,3 +80,18 @@ def test_with_offload_bandwidth_sizes_each_stage_from_its_activation() -> None:
     gib_ms = 2**30 / 10e9 * 1e3  # ms to copy one GiB at 10 GB/s
     assert problem.t_offload == pytest.approx((1.5 * gib_ms, gib_ms, gib_ms, 0.5 * gib_ms))
     assert problem.t_reload == problem.t_offload
+
+
+def test_offload_options_are_one_sizing_and_a_node_size() -> None:
+    profile = load_profile(PROFILES / "gpt1.5b-p8-m24.json")
+    assert with_offload_options(profile) == profile
+    by_ratio = with_offload_options(profile, offload_ratio=0.5, gpus_per_node=4)
+    assert by_ratio.problem.t_offload == with_offload(profile, 0.5).problem.t_offload
+    assert by_ratio.gpus_per_node == 4
+    by_link = with_offload_options(profile, host_bandwidth=20.0, memory_unit_bytes=2.0**20)
+    assert by_link.problem.t_reload == with_offload_bandwidth(
+        profile, 20.0, 2.0**20).problem.t_reload
+    with pytest.raises(ProfileError) as both:
+        with_offload_options(profile, offload_ratio=0.5, host_bandwidth=20.0)
+    assert both.value.field == "host_bandwidth"
+    assert "one way to size the copies" in str(both.value)

@@ -9,9 +9,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import JSONResponse
+from ppsched.api.service.answer_memo import ANSWER_KEY
 from ppsched.api.service.deps import ServiceState, State
 from ppsched.api.service.errors import NotFound
 from ppsched.api.service.flight import unless_disconnected
+from ppsched.api.service.gate import CallerDep
 from ppsched.api.service.schemas import (
     EXAMPLE_PROFILE,
     ErrorBody,
@@ -19,9 +21,10 @@ from ppsched.api.service.schemas import (
     ScheduleRequest,
     ScheduleResult,
 )
-from ppsched.api.service.solving import SolveSpec, is_synchronous, spec_from_request
+from ppsched.api.service.solving import SolveSpec, is_synchronous, spec_and_profile
+from ppsched.api.service.tenants import scoped
 from ppsched.api.service.worker import render_view, solve_body
-from ppsched.solver.model import ProfileError, SolverError, parse_profile, shape_warnings
+from ppsched.solver.model import ProfileError, SolverError, shape_warnings
 from ppsched.solver.render import note_of_counts
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
@@ -63,15 +66,20 @@ _REQUEST_EXAMPLES = {
     openapi_extra={"requestBody": {"content": {"application/json": {
         "examples": _REQUEST_EXAMPLES}}}},
 )
-async def create_schedule(request: ScheduleRequest, state: State, http: Request) -> Response:
+async def create_schedule(request: ScheduleRequest, state: State, http: Request,
+                          caller: CallerDep) -> Response:
     """Solve `profile` with `method`. A repeated request is answered from the store; a
     request over the synchronous budget (more ops than PPSCHED_MAX_SYNC_OPS, or an ilp
     time limit over the ceiling) becomes a job (202, Location: /v1/jobs/{id})."""
-    spec = spec_from_request(request, state.settings)
+    spec, profile = spec_and_profile(request, state.settings)  # the profile parsed once
+    # With API keys, ids are the tenant's own (tenants.ScopedSpec).
+    spec = scoped(spec, caller)
     # A shape that solves but is rarely meant (m < p): said beside the schedule, whose
     # JSON stays DESIGN.md's, stored or fresh.
-    warnings = shape_warnings(parse_profile(spec.profile))
+    warnings = shape_warnings(profile)
     warned = {WARNING_HEADER: "; ".join(warnings)} if warnings else {}
+    # What these bytes answer, for the next identical request (`answer_memo`).
+    setattr(http.state, ANSWER_KEY, (spec.key, warned.get(WARNING_HEADER)))
     stored = state.store.get_schedule(spec.key)
     if stored is not None:
         state.metrics.cache_hits.inc()
@@ -79,7 +87,7 @@ async def create_schedule(request: ScheduleRequest, state: State, http: Request)
                         headers={"X-Cache": "hit", **warned})
     state.metrics.cache_misses.inc()
     if not is_synchronous(spec, state.settings):
-        job = state.jobs.submit(spec)
+        job = state.jobs.submit(spec, caller.owner if caller else None)
         link = f"/v1/jobs/{job.id}"
         body = {"id": job.id, "status": job.status, "links": {"self": link}}
         return JSONResponse(body, status_code=202, headers={"Location": link, **warned})

@@ -78,7 +78,8 @@
     let response, body;
     try {
       response = await fetch("/v1/advise", {
-        method: "POST", headers: { "content-type": "application/json" },
+        method: "POST", headers: { "content-type": "application/json",
+                   ...(typeof authHeaders === "function" ? authHeaders() : {}) },
         body: JSON.stringify(config) });
       body = await response.json();
     } catch (exc) {
@@ -89,7 +90,7 @@
       fail(error, result, body.message || ("HTTP " + response.status));
       return;
     }
-    render(result, body.ranked);
+    render(result, body.ranked, body.assumptions || []);
   }
 
   function fail(error, result, message) {
@@ -99,7 +100,7 @@
     result.setAttribute("data-state", "error");
   }
 
-  function render(result, ranked) {
+  function render(result, ranked, assumptions) {
     const table = el("table", { class: "advise-table" });
     const head = el("tr");
     for (const h of ["#", "strategy", "step s", "tokens/s/GPU", "peak GB", "fits",
@@ -115,7 +116,19 @@
       for (const x of cells) row.append(el("td", {}, x));
       table.append(row);
     });
-    result.replaceChildren(table);
+    // The values the answer rests on, and where each came from (the body or a default):
+    // set any of them in the JSON to see whether the pick holds.
+    const facts = el("table", { class: "advise-table advise-assumptions" });
+    const factsHead = el("tr");
+    for (const h of ["assumption", "value", "from"]) factsHead.append(el("th", {}, h));
+    facts.append(factsHead);
+    for (const a of assumptions) {
+      const row = el("tr", { "data-assumption": a.field, title: a.description });
+      const value = Array.isArray(a.value) ? (a.value.join(", ") || "none") : String(a.value);
+      for (const x of [a.field, value, a.source]) row.append(el("td", {}, x));
+      facts.append(row);
+    }
+    result.replaceChildren(table, el("h3", {}, "Assumptions"), facts);
     result.setAttribute("data-state", "done");
   }
 

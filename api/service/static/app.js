@@ -25,8 +25,19 @@ class ApiError extends Error {
   }
 }
 
-async function api(path, options) {
-  const response = await fetch(path, options);
+// The API key, if this service asks for one: kept for the tab (sessionStorage), sent as
+// `Authorization: Bearer KEY` with every call (advise.js and the downloads use it too).
+const KEY_STORE = "ppsched-api-key";
+
+function authHeaders() {
+  const field = $("api-key");
+  const key = field ? field.value.trim() : "";
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+async function api(path, options = {}) {
+  const headers = { ...(options.headers || {}), ...authHeaders() };
+  const response = await fetch(path, { ...options, headers });
   const type = response.headers.get("content-type") || "";
   const body = type.includes("json") ? await response.json() : await response.text();
   if (!response.ok) {
@@ -45,13 +56,54 @@ const pct = (x) => (typeof x === "number" && Number.isFinite(x) ? `${(100 * x).t
 
 // Setup.
 
+function setupKey() {
+  const field = $("api-key");
+  field.value = sessionStorage.getItem(KEY_STORE) || "";
+  field.addEventListener("change", () => {
+    sessionStorage.setItem(KEY_STORE, field.value.trim());
+    // A key typed after a 401: load what the page could not load without one.
+    if (!examples.length) {
+      hideError();
+      loadCatalog();
+    }
+  });
+  // With a key, a download link cannot carry it: fetch the file and save it instead.
+  document.addEventListener("click", async (event) => {
+    const a = event.target.closest && event.target.closest("a[data-download]");
+    if (!a || !authHeaders().Authorization) return;
+    event.preventDefault();
+    try {
+      const response = await fetch(a.getAttribute("href"), { headers: authHeaders() });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const url = URL.createObjectURL(await response.blob());
+      const save = document.createElement("a");
+      save.href = url;
+      save.download = a.download;
+      save.click();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (err) {
+      showError(`download failed: ${err.message}`);
+    }
+  });
+}
+
 async function init() {
+  setupKey();
   $("solve-form").addEventListener("submit", onSubmit);
   $("load-example").addEventListener("click", () => loadExample($("example").value));
   $("method-a").addEventListener("change", showMethodHelp);
   $("memory-limit").addEventListener("change", reflectMemoryLimit);
+  await loadCatalog();
+}
+
+// The methods and the example profiles (again once a key is given, after a 401).
+async function loadCatalog() {
   try {
     const [m, e] = await Promise.all([api("/v1/methods"), api("/v1/examples")]);
+    // Loaded again after a 401: the lists filled once, never twice ("(none)" stays).
+    for (const id of ["method-a", "method-b", "example"]) {
+      for (const option of [...$(id).options]) if (option.value) option.remove();
+    }
     fillMethods(m.body.methods);
     examples = e.body.examples;
     for (const example of examples) $("example").append(new Option(example.name, example.name));

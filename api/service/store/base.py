@@ -31,7 +31,12 @@ SCHEMA = (
     "expires DOUBLE PRECISION NOT NULL, cancel INTEGER NOT NULL DEFAULT 0)",
 )
 _JOB_COLUMNS = ("id, status, request, request_key, progress, schedule_id, error, created, "
-                "updated")
+                "updated, tenant")
+# Tenants (issue 29): each job's owner, a tenant's name or ``client:ADDRESS`` in open
+# mode (NULL for a job of a store written before). Added to older stores by each back
+# end's migration; `TENANT_INDEX` serves the per-owner counts and lists.
+TENANT_COLUMN = "tenant TEXT"
+TENANT_INDEX = "CREATE INDEX IF NOT EXISTS jobs_by_tenant ON jobs (tenant, status, created)"
 
 Run = Callable[[str, Sequence[Any]], tuple[list[tuple[Any, ...]], int]]
 """Runs one statement: (its rows, its row count)."""
@@ -54,6 +59,8 @@ class JobRecord:
     error: str | None
     created: float
     updated: float
+    tenant: str | None = None
+    """Its owner: a tenant, or ``client:ADDRESS`` in open mode (`tenants.Caller.owner`)."""
 
 
 class Store:
@@ -110,10 +117,12 @@ class Store:
 
     # Jobs.
 
-    def add_job(self, job_id: str, request: dict[str, Any], request_key: str) -> JobRecord:
+    def add_job(self, job_id: str, request: dict[str, Any], request_key: str,
+                tenant: str | None = None) -> JobRecord:
         now = time.time()
         self._one(f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (?, 'queued', ?, ?, NULL, NULL, "
-                  "NULL, ?, ?)", (job_id, json.dumps(request), request_key, now, now))
+                  "NULL, ?, ?, ?)", (job_id, json.dumps(request), request_key, now, now,
+                                     tenant))
         job = self.get_job(job_id)
         assert job is not None
         return job
@@ -152,6 +161,22 @@ class Store:
     def count_jobs(self, status: str) -> int:
         rows, _ = self._one("SELECT COUNT(*) FROM jobs WHERE status = ?", (status,))
         return int(rows[0][0])
+
+    def count_queued_of(self, tenant: str) -> int:
+        """Queued jobs of one owner (its quota of queued jobs)."""
+        rows, _ = self._one("SELECT COUNT(*) FROM jobs WHERE tenant = ? AND status = "
+                            "'queued'", (tenant,))
+        return int(rows[0][0])
+
+    def jobs_of(self, tenant: str | None, statuses: Sequence[str] = JOB_STATUSES,
+                limit: int = 100) -> list[JobRecord]:
+        """The newest jobs of one owner (None: of everyone, open mode), newest first."""
+        marks = ", ".join("?" * len(statuses))
+        owned = "tenant = ? AND " if tenant is not None else ""
+        params = (*([tenant] if tenant is not None else []), *statuses, limit)
+        rows, _ = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {owned}status IN "
+                            f"({marks}) ORDER BY created DESC, id LIMIT ?", params)
+        return [_job(row) for row in rows]
 
     # Leases: a running job belongs to the replica (owner) whose lease on it is current.
 
@@ -240,4 +265,4 @@ def _job(row: Sequence[Any]) -> JobRecord:
     job_id, status, request, key, progress, schedule_id, error, created, updated = row[:9]
     return JobRecord(job_id, status, json.loads(request), key,
                      json.loads(progress) if progress else None, schedule_id, error,
-                     float(created), float(updated))
+                     float(created), float(updated), row[9] if len(row) > 9 else None)

@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ppsched.api.service.store.base import SCHEMA, Store, StoreSettingError
+from ppsched.api.service.store.base import (
+    SCHEMA,
+    TENANT_COLUMN,
+    TENANT_INDEX,
+    Store,
+    StoreSettingError,
+)
 from ppsched.solver.model import install_command
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,9 @@ class PostgresStore(Store):
             run("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
             for statement in SCHEMA:
                 run(statement, ())
+            # A store written before tenants (issue 29) gets the owner column.
+            run(f"ALTER TABLE jobs ADD COLUMN IF NOT EXISTS {TENANT_COLUMN}", ())
+            run(TENANT_INDEX, ())
 
     def _connect(self) -> Any:
         try:

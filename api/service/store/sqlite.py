@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ppsched.api.service.store.base import SCHEMA, Store
+from ppsched.api.service.store.base import SCHEMA, TENANT_COLUMN, TENANT_INDEX, Store
 
 
 class SqliteStore(Store):
@@ -33,6 +33,9 @@ class SqliteStore(Store):
             columns = {row[1] for row in run("PRAGMA table_info(jobs)", ())[0]}
             if "ends" not in columns:  # a store written by an older version
                 run("ALTER TABLE jobs ADD COLUMN ends INTEGER NOT NULL DEFAULT 0", ())
+            if "tenant" not in columns:  # a store written before tenants (issue 29)
+                run(f"ALTER TABLE jobs ADD COLUMN {TENANT_COLUMN}", ())
+            run(TENANT_INDEX, ())
 
     def _execute(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
         cursor = self._db.execute(sql, tuple(params))

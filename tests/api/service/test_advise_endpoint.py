@@ -38,3 +38,19 @@ def test_advise_bad_field_is_a_422(server: Any) -> None:
     assert_error(server.client.post("/v1/advise", json=big), 422, "num_microbatches",
                  "at most 256")
     assert_error(server.client.post("/v1/advise", json=[1, 2]), 422, "body")
+
+
+def test_advise_names_its_assumptions_and_on_request_their_sensitivity(server: Any) -> None:
+    body = dict(CONFIG, fsdp_overlap=False, strategies=["1f1b", "fsdp", "weipipe-naive"])
+    answer = server.client.post("/v1/advise", json=body).json()
+    fields = {a["field"]: a for a in answer["assumptions"]}
+    assert fields["fsdp_overlap"]["value"] is False
+    assert fields["fsdp_overlap"]["source"] == "config"
+    assert fields["cluster.mfu"] == {**fields["cluster.mfu"], "value": 0.5,
+                                     "source": "default"}
+    assert answer["winner"] == answer["ranked"][0]["strategy"]
+    assert answer["sensitivity"] is None
+    probed = server.client.post("/v1/advise?sensitivity=true", json=body).json()
+    sens = probed["sensitivity"]
+    assert sens["winner"] == answer["winner"] and 0 < sens["runs"] <= sens["max_runs"]
+    assert "num_microbatches" in {i["field"] for i in sens["items"]}

@@ -1,0 +1,47 @@
+"""`benchmarks.two_commands`'s result file: a row re-timed with ``--only`` names its own
+run, and the row it keeps from the previous file keeps that file's run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import two_commands
+from benchmarks.result_header import Started
+
+
+def _table(path: Path) -> dict[str, list[str]]:
+    rows = {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0].startswith("make "):
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_a_kept_row_keeps_the_commit_of_the_run_that_timed_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "two_commands.md"
+    monkeypatch.setattr(two_commands, "OUT", out)
+    # The format before this column: three cells, the run named by the header alone.
+    out.write_text(
+        "Made by `python -m benchmarks.two_commands` on commit 09356b1aaaaa, "
+        "2026-11-27 20:00 UTC; machine x86_64, 2 cores, load average 1.00 before and "
+        "1.00 after, 10.0 s of CPU; budget: wall.\n\n"
+        "| command | wall time (s) | outcome |\n|---|---|---|\n"
+        "| make run | 23 | the service answered /healthz |\n"
+        "| make test | 1700 | exit 0: 1 passed |\n")
+    started = Started(0.5, 0.0, "7a748afe120c")
+    two_commands.write([two_commands.Timed("make test", 1668.0, "exit 0: 2 passed")],
+                       "python -m benchmarks.two_commands --only test", {}, started)
+    rows = _table(out)
+    assert rows["make run"][1:] == ["23", "the service answered /healthz",
+                                    "09356b1aaaaa, 2026-11-27 20:00 UTC"]
+    assert rows["make test"][1:3] == ["1668", "exit 0: 2 passed"]
+    assert rows["make test"][3].startswith("7a748afe120c, ")
+    # A second --only run keeps the kept row's own cell, not the newer header's commit.
+    two_commands.write([two_commands.Timed("make test", 1600.0, "exit 0: 3 passed")],
+                       "python -m benchmarks.two_commands --only test", {},
+                       Started(0.5, 0.0, "d2a91b2fffff"))
+    assert _table(out)["make run"][3] == "09356b1aaaaa, 2026-11-27 20:00 UTC"
