@@ -228,3 +228,19 @@ def test_a_body_sent_in_time_is_not_cut(start_server: Any) -> None:
     data, _ = _read_response(raw, 60)
     raw.close()
     assert data.startswith(b"HTTP/1.1 200 "), data[:300]
+
+
+def test_extreme_values_are_a_422_not_a_500() -> None:
+    # Found by schemathesis: act_bytes_per_token_hidden = 5e-324 made the advisor's
+    # sensitivity probe divide by zero, a 500 from the worker.
+    from functools import partial
+
+    from ppsched.api.service.bounded import answer
+    from ppsched.api.service.config import Settings
+    from ppsched.api.service.routers.advise import _EXAMPLE, advise_json
+
+    config = dict(_EXAMPLE, act_bytes_per_token_hidden=5e-324)  # the documented example
+    status, text, key = answer(partial(advise_json, sensitivity=True),
+                               json.dumps(config).encode(), Settings())
+    assert status == 422 and key is None, text
+    assert json.loads(text)["field"] == "body" and "ZeroDivisionError" in text
