@@ -1,5 +1,6 @@
 """Admission before parsing: when every solver worker and queue slot is taken, a request
-that would need one (POST /v1/schedules) is answered 503 with Retry-After at once, before
+that would need one (POST /v1/schedules, /v1/pack, /v1/advise, /v1/simulate,
+/v1/validate) is answered 503 with Retry-After at once, before
 its body is read, parsed, validated or looked up (under overload those cost seconds)."""
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from ppsched.api.service.errors import QueueFull, error_body
 from ppsched.api.service.pool import SolverPool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-# Paths whose requests may take a solver worker (the pack router, if any, joins by name).
-GUARDED = frozenset({"/v1/schedules", "/v1/schedules/"})
+# Paths whose requests take a worker of the pool: every CPU-heavy POST (issue 29).
+GUARDED = frozenset({"/v1/schedules", "/v1/schedules/", "/v1/pack", "/v1/advise",
+                     "/v1/simulate", "/v1/validate"})
 
 
 class Admission:

@@ -132,3 +132,30 @@ class Settings(BaseSettings):
         10.0, gt=0, description="On SIGTERM the service stops taking work, hands its "
         "running jobs back to the queue with their best schedules so far, and exits within "
         "this many seconds.")
+    # Issue 29, bounded calls: every CPU-heavy call runs in the worker pool within a size
+    # and a time budget, and a request body must arrive within a time limit.
+    max_pack_samples: int = Field(100_000, ge=1, description="Most samples (lengths) one "
+                                  "POST /v1/pack may pack.")
+    max_pack_replicas: int = Field(64, ge=1, description="Most replicas one POST /v1/pack "
+                                   "may ask for.")
+    max_pack_stages: int = Field(64, ge=1, description="Largest num_ranks * num_chunks of "
+                                 "a POST /v1/pack base profile.")
+    max_pack_ops: int = Field(393_216, ge=1, description="Most ops (3 * stages * "
+                              "microbatches, over both packings' replicas) one POST "
+                              "/v1/pack may solve.")
+    max_advise_gpus: int = Field(64, ge=1, description="Largest cluster.num_gpus of a POST "
+                                 "/v1/advise.")
+    max_advise_microbatches: int = Field(256, ge=1, description="Largest num_microbatches "
+                                         "of a POST /v1/advise.")
+    max_advise_layers: int = Field(1024, ge=1, description="Largest model.layers of a POST "
+                                   "/v1/advise.")
+    max_check_ops: int = Field(
+        393_216, ge=1, description="Most ops one POST /v1/simulate or /v1/validate "
+        "schedule may hold (counted before it is parsed into objects).")
+    call_time_budget_s: float = Field(
+        60.0, gt=0, description="Longest a pack, advise, simulate, validate or view may "
+        "run in its worker (a synchronous solve: this plus its time limit); past it the "
+        "worker is killed and replaced, and the answer (422) names this budget.")
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="A request body must arrive whole within this many "
+        "seconds of its headers; a slower one is answered 408 and its connection closed.")

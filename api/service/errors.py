@@ -68,6 +68,16 @@ def error_body(message: str, field: str | None = None, value: Any = None,
             "accepted": accepted, **extra}
 
 
+def invalid_schedule_body(exc: ScheduleInvalid, max_violations: int) -> dict[str, Any]:
+    """The 422 body of a schedule that breaks the contract: its first `max_violations`
+    violations, their count and the grid (built in a worker process for /v1/simulate)."""
+    violations = [{"kind": v.kind, "message": v.message, "rank": v.rank,
+                   "position": v.position} for v in exc.violations[:max_violations]]
+    return error_body(str(exc), "ranks", None, "a schedule that keeps the DESIGN.md contract",
+                      violations=violations, violations_total=len(exc.violations),
+                      grid=exc.grid)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map domain and framework errors to JSON responses (the one place that does)."""
 
@@ -78,13 +88,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ScheduleInvalid)
     async def _invalid(request: Request, exc: ScheduleInvalid) -> JSONResponse:
-        listed = exc.violations[:request.app.state.settings.max_violations]
-        violations = [{"kind": v.kind, "message": v.message, "rank": v.rank,
-                       "position": v.position} for v in listed]
-        return JSONResponse(error_body(str(exc), "ranks", None, "a schedule that keeps the "
-                                       "DESIGN.md contract", violations=violations,
-                                       violations_total=len(exc.violations),
-                                       grid=exc.grid), status_code=422)
+        return JSONResponse(invalid_schedule_body(
+            exc, request.app.state.settings.max_violations), status_code=422)
 
     @app.exception_handler(QueueFull)
     async def _full(request: Request, exc: QueueFull) -> JSONResponse:

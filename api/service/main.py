@@ -15,7 +15,10 @@ from fastapi.openapi.utils import get_openapi
 from ppsched.api.service import loop_lag, retention, tracing
 from ppsched.api.service.admission import Admission
 from ppsched.api.service.answer_memo import AnswerMemo
+from ppsched.api.service.body_timeout import install_body_timeout
 from ppsched.api.service.config import Settings
+from ppsched.api.service.contract import declare_statuses as declare_route_statuses
+from ppsched.api.service.contract import install_allow
 from ppsched.api.service.deps import ServiceState
 from ppsched.api.service.errors import install_error_handlers
 from ppsched.api.service.gate import Gate, declare_statuses
@@ -108,6 +111,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Gate, tenants=tenants, quotas=Quotas(settings),
                        metrics_open=settings.metrics_open)
     install_quota_handler(app)
+    # Outside the body limit (which reads bodies of no declared length): bodies in time.
+    install_body_timeout(app, settings.body_timeout_s)
+    install_allow(app)  # 405s name every method of their path
     # Outermost, so that the body limit's 413 carries the headers too.
     app.add_middleware(SecurityHeaders)
     # Eyes (issue 29): each request's CPU share, its trace span where OpenTelemetry is
@@ -130,6 +136,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 components[model.__name__] = model_schema
             _errors_are_error_bodies(schema)
             declare_statuses(schema)  # 401 and 429 of the gate (tenants, quotas)
+            # every status each route answers, the limits the schemas state (issue 29)
+            declare_route_statuses(schema, settings)
             app.openapi_schema = schema
         return app.openapi_schema
 

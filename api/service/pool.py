@@ -20,6 +20,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ppsched.api.service import pipe_io
+from ppsched.api.service.budgets import TimeBudgetExceeded
 from ppsched.api.service.errors import QueueFull, WorkerLost
 from ppsched.api.service.worker import serve_calls
 
@@ -36,6 +37,7 @@ class _Worker:
             target=serve_calls, args=(child,), name=f"ppsched-worker-{index}", daemon=True)
         self.process.start()
         child.close()  # ours closed: the child's death is an EOF on our end
+        self.ready = False  # its ("ready", None) not read yet: it is importing
 
     def stop(self, timeout_s: float) -> None:
         try:
@@ -101,12 +103,14 @@ class SolverPool:
         workers, self._all, self._idle = self._all, [], None
         await asyncio.gather(*(asyncio.to_thread(w.stop, timeout_s) for w in workers))
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(*args)` in a worker process (`fn` a module-level function).
+    async def run(self, fn: Callable[..., T], *args: Any, timeout_s: float | None = None) -> T:
+        """Run `fn(*args)` in a worker process (`fn` a module-level function), for at
+        most `timeout_s` seconds once a worker has it (None: no limit).
 
         Raises:
             QueueFull: every worker busy and the queue full.
             WorkerLost: the worker died during the call (it is replaced).
+            TimeBudgetExceeded: the call ran past `timeout_s` (its worker is replaced).
         """
         if self.in_flight >= self.capacity:
             raise QueueFull("the solver pool", self.capacity, 503, self.retry_after_s)
@@ -120,10 +124,21 @@ class SolverPool:
             if self.on_wait is not None:
                 self.on_wait(time.perf_counter() - asked)
             try:
+                if not worker.ready:
+                    # A fresh worker first imports its modules: not the call's time.
+                    await pipe_io.recv(worker.conn)
+                    worker.ready = True
                 worker.conn.send((fn, args))
                 # Never blocks the loop (a whole reply is read here, else in a thread);
                 # a dead child ends it (EOF).
-                outcome, value = await pipe_io.recv(worker.conn)
+                outcome, value = await asyncio.wait_for(pipe_io.recv(worker.conn), timeout_s)
+            except TimeoutError:
+                # Past its budget: killing the worker ends the helper thread's read (EOF)
+                # and frees the slot; a fresh worker takes its place.
+                log.warning("a call ran past its %.1f s budget: its worker %s is replaced",
+                            timeout_s, worker.process.pid)
+                self._replace(worker)
+                raise TimeBudgetExceeded(timeout_s or 0.0) from None
             except asyncio.CancelledError:
                 # The caller went away: the worker would solve for nobody. Kill it, so
                 # the slot is free now, and start another.

@@ -109,7 +109,12 @@ def spec_and_profile(request: ScheduleRequest, settings: Settings,
         # The work limit decides where the search stops; the wall cap that every solve
         # of the service keeps is its largest, so that it does not bind in practice.
         time_limit_s = settings.max_time_limit_s
-    if request.time_limit_s > settings.max_time_limit_s:
+    elif "time_limit_s" not in request.model_fields_set:
+        # The default (10 s) is no reason to refuse a request on a service whose ceiling
+        # is lower: the request gets the ceiling (schemathesis found this).
+        time_limit_s = min(time_limit_s, settings.max_time_limit_s)
+    if "time_limit_s" in request.model_fields_set and \
+            request.time_limit_s > settings.max_time_limit_s:
         raise LimitExceeded("time_limit_s", request.time_limit_s, settings.max_time_limit_s,
                             "max_time_limit_s")
     method = resolve_method(request.method)  # torch's schedule names too

@@ -36,8 +36,12 @@ def watch_parent(interval_s: float = 1.0) -> None:
 
 def serve_calls(conn: Connection) -> None:
     """A pool worker's life: run each (function, args) the pipe brings and send back
-    ("ok", result) or ("error", exception); end at None or when the service is gone."""
+    ("ok", result) or ("error", exception); end at None or when the service is gone.
+    First the modules of the calls are imported and ("ready", None) sent, so that no
+    call's time budget pays for them."""
     watch_parent()
+    preload()
+    conn.send(("ready", None))
     while True:
         try:
             call = conn.recv()
@@ -54,6 +58,20 @@ def serve_calls(conn: Connection) -> None:
             conn.send(reply)
         except Exception as exc:  # an exception that does not pickle
             conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+# The modules whose functions the pool runs (the bounded routes' work, the solver).
+PRELOADED = ("ppsched.api.service.bounded", "ppsched.api.service.routers.pack",
+             "ppsched.api.service.routers.advise", "ppsched.api.service.routers.checks",
+             "ppsched.solver.solving", "ppsched.solver.render")
+
+
+def preload() -> None:
+    """Import the pool's work before the first call (a second or more when loaded)."""
+    import importlib
+
+    for name in PRELOADED:
+        importlib.import_module(name)
 
 
 def solve_body(spec: dict[str, Any], key: str, cpsat_workers: int) -> tuple[str, Any, str]:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Query, Request, Response
+from ppsched.api.service.bounded import POOLED_ERRORS, request_body, run_bounded
+from ppsched.api.service.config import Settings
+from ppsched.api.service.deps import State
 from ppsched.solver.advisor import (
     AdvisorConfig,
     advise,
@@ -19,10 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 router = APIRouter(prefix="/v1", tags=["advise"])
 
-# The advisor simulates every strategy in the request thread: keep one request small.
-MAX_GPUS = 64
-MAX_MICROBATCHES = 256
-MAX_LAYERS = 1024
+_EXAMPLE = {"model": {"layers": 32, "hidden": 4096, "heads": 32, "seq_len": 16384,
+                      "microbatch_size": 4, "vocab": 32000},
+            "cluster": {"num_gpus": 16, "gpus_per_node": 8, "gpu_tflops": 312,
+                        "gpu_memory_gb": 80, "intra_node_gbps": 200,
+                        "inter_node_gbps": 1.25},
+            "num_microbatches": 64}
 # Each sensitivity run reruns the advisor (or the strategies an assumption moves).
 MAX_SENSITIVITY_RUNS = 24
 
@@ -71,39 +77,49 @@ class AdviseResponse(BaseModel):
         "left some out. Null unless asked for.")
 
 
-@router.post("/advise", response_model=AdviseResponse, summary="Rank training strategies")
-def post_advise(config: Annotated[dict[str, Any], Body(
-        description="The advisor's config: model, cluster, num_microbatches (as in "
-        "`ppsched advise MODEL.yaml`)",
-        openapi_examples={"llama-16gpu": {"value": {
-            "model": {"layers": 32, "hidden": 4096, "heads": 32, "seq_len": 16384,
-                      "microbatch_size": 4, "vocab": 32000},
-            "cluster": {"num_gpus": 16, "gpus_per_node": 8, "gpu_tflops": 312,
-                        "gpu_memory_gb": 80, "intra_node_gbps": 200,
-                        "inter_node_gbps": 1.25},
-            "num_microbatches": 64}}})],
-        sensitivity: Annotated[bool, Query(
-            description="Also check whether each assumption flips the pick "
-            f"(at most {MAX_SENSITIVITY_RUNS} advisor reruns).")] = False,
-) -> AdviseResponse:
-    """Every strategy's step time, throughput and peak memory from the model's dimensions;
-    a bad field is a 422 naming it, the value and what is accepted."""
-    parsed: AdvisorConfig = parse_advisor_config(config)
-    if parsed.cluster.num_gpus > MAX_GPUS:
-        raise ProfileError("cluster.num_gpus", parsed.cluster.num_gpus,
-                           f"at most {MAX_GPUS} in the service (the CLI has no limit)")
-    if parsed.num_microbatches > MAX_MICROBATCHES:
-        raise ProfileError("num_microbatches", parsed.num_microbatches,
-                           f"at most {MAX_MICROBATCHES} in the service (the CLI has no limit)")
-    if parsed.model.layers > MAX_LAYERS:
-        raise ProfileError("model.layers", parsed.model.layers,
-                           f"at most {MAX_LAYERS} in the service (the CLI has no limit)")
+def advise_json(data: Any, limits: Settings, sensitivity: bool = False) -> str:
+    """A parsed config ranked, as the response's JSON: runs in a worker process (one
+    config at the limits took 8.8-11.4 s of CPU).
+
+    Raises:
+        ProfileError: a bad field, or one over the service's limits.
+    """
+    if not isinstance(data, dict):
+        raise ProfileError("body", data, "a JSON object: the advisor's config (model, "
+                           "cluster, num_microbatches)")
+    parsed: AdvisorConfig = parse_advisor_config(data)
+    for field, value, setting in (
+            ("cluster.num_gpus", parsed.cluster.num_gpus, "max_advise_gpus"),
+            ("num_microbatches", parsed.num_microbatches, "max_advise_microbatches"),
+            ("model.layers", parsed.model.layers, "max_advise_layers")):
+        limit = getattr(limits, setting)
+        if value > limit:
+            raise ProfileError(field, value, f"at most {limit} in the service "
+                               f"(PPSCHED_{setting.upper()}; the CLI has no limit)")
     ranked = advise(parsed)
-    report = (probe_sensitivity(config, ranked, MAX_SENSITIVITY_RUNS,
-                                {"num_microbatches": MAX_MICROBATCHES})
+    report = (probe_sensitivity(data, ranked, MAX_SENSITIVITY_RUNS,
+                                {"num_microbatches": limits.max_advise_microbatches})
               if sensitivity else None)
     return AdviseResponse(ranked=[AdviseCandidate(**c.to_dict()) for c in ranked],
                           winner=winner(ranked), table=format_table(parsed, ranked),
                           assumptions=[AdviseAssumption(**a.to_dict())
                                        for a in list_assumptions(parsed)],
-                          sensitivity=report.to_dict() if report else None)
+                          sensitivity=report.to_dict() if report else None,
+                          ).model_dump_json()
+
+
+@router.post("/advise", response_model=AdviseResponse, summary="Rank training strategies",
+             responses=POOLED_ERRORS, openapi_extra=request_body(
+                 AdvisorConfig, "The advisor's config: model, cluster, num_microbatches (as "
+                 "in `ppsched advise MODEL.yaml`)", {"llama-16gpu": {"value": _EXAMPLE}}))
+async def post_advise(
+        http: Request, state: State,
+        sensitivity: Annotated[bool, Query(
+            description="Also check whether each assumption flips the pick "
+            f"(at most {MAX_SENSITIVITY_RUNS} advisor reruns).")] = False,
+) -> Response:
+    """Every strategy's step time, throughput and peak memory from the model's dimensions,
+    in the worker pool within the size limits (PPSCHED_MAX_ADVISE_*) and
+    PPSCHED_CALL_TIME_BUDGET_S; a bad field is a 422 naming it, the value and what is
+    accepted."""
+    return await run_bounded(http, state, partial(advise_json, sensitivity=sensitivity))

@@ -69,11 +69,16 @@ def get_job(job_id: JobId, state: State, caller: CallerDep) -> dict[str, Any]:
 
 
 @router.delete("/{job_id}", response_model=JobView, summary="Cancel a job",
-               responses={404: {"model": ErrorBody}})
+               responses={200: {"description": "The job after the cancel: `cancelled` "
+                                "(with its best schedule so far, if any), or its final "
+                                "status if it had already ended. It stays readable."},
+                          404: {"model": ErrorBody}})
 async def cancel_job(job_id: JobId, state: State, caller: CallerDep) -> dict[str, Any]:
-    """Stop a queued or running job. A running ilp search hands back the best schedule it
-    has found (at worst the heuristic's): `schedule_id` names it. A finished job is
-    returned unchanged."""
+    """Cancel (DELETE does not delete): stop a queued or running job. A running ilp
+    search hands back the best schedule it has found (at worst the heuristic's):
+    `schedule_id` names it. The job stays readable at GET /v1/jobs/{id} with status
+    `cancelled`; a finished job is returned unchanged, and a repeated DELETE answers the
+    same."""
     _job(state, job_id, caller)
     await state.jobs.cancel(job_id)
     return job_view(_job(state, job_id, caller))

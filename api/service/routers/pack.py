@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Request, Response
+from ppsched.api.service.bounded import POOLED_ERRORS, request_body, run_bounded
+from ppsched.api.service.config import Settings
+from ppsched.api.service.deps import State
+from ppsched.api.service.solving import check_profile_limits
 from ppsched.solver.model import Profile, ProfileError, parse_profile
 from ppsched.solver.packing import (
     CostModel,
@@ -20,11 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 router = APIRouter(prefix="/v1", tags=["pack"])
 
-# Every replica is solved in the request thread: keep one request small.
-MAX_SAMPLES = 100_000
-MAX_REPLICAS = 64
-MAX_STAGES = 64  # p * v of the base profile
-MAX_OPS = 393_216  # 3 * stages * microbatches, over both packings' replicas
+_EXAMPLE = {
+    "lengths": [900, 4000, 1200, 300, 7000, 2500, 800, 1600, 3000, 500, 650, 2200],
+    "cap": 8192, "replicas": 2, "microbatches": 4, "cost": {"a": 0.0001, "b": 1.0, "c": 1.0},
+    "profile": {"num_ranks": 4, "num_microbatches": 4, "t_f": 1.0, "t_b": 1.0, "t_w": 1.0,
+                "m_b": 1.0, "m_w": 1.0}}
+
 
 
 class Coefficients(BaseModel):
@@ -42,9 +47,10 @@ class PackRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    lengths: list[int] = Field(description="Each sample's tokens, in arrival order.")
-    cap: int = Field(description="Most tokens per microbatch.")
-    replicas: int = Field(1, description="Data-parallel replicas.")
+    lengths: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1, description="Each sample's tokens, in arrival order.")
+    cap: int = Field(ge=1, description="Most tokens per microbatch.")
+    replicas: int = Field(1, ge=1, description="Data-parallel replicas.")
     microbatches: int | list[int] | None = Field(
         None, description="Microbatches per replica: one count or one per replica; null: "
         "as many as naive packing needs, spread evenly.")
@@ -55,9 +61,9 @@ class PackRequest(BaseModel):
                                       "(default a=0, b=1, c=1).")
     cost_b: Coefficients | None = Field(None, description="B's own a, b (default: as F).")
     cost_w: Coefficients | None = Field(None, description="W's own a, b (default: as F).")
-    fit: list[list[float]] | None = Field(
+    fit: list[Annotated[list[float], Field(min_length=2, max_length=2)]] | None = Field(
         None, description="Profiled [tokens, time] points: F's a, b by least squares.")
-    reference_tokens: int | None = Field(None, description="Default: the cap.")
+    reference_tokens: int | None = Field(None, ge=1, description="Default: the cap.")
     method: str = "heuristic"
     naive_method: str | None = None
 
@@ -96,14 +102,14 @@ def _parse(body: Any) -> PackRequest:
         raise ProfileError(field, error.get("input"), accepted) from None
 
 
-def spec_from_request(request: PackRequest) -> PackSpec:
+def spec_from_request(request: PackRequest, limits: Settings) -> PackSpec:
     """The request as a PackSpec (named errors, the service's limits applied)."""
-    if len(request.lengths) > MAX_SAMPLES:
+    if len(request.lengths) > limits.max_pack_samples:
         raise ProfileError("lengths", f"{len(request.lengths)} samples",
-                           f"at most {MAX_SAMPLES} in the service (the CLI has no limit)")
-    if request.replicas > MAX_REPLICAS:
+                           _at_most(limits.max_pack_samples, "max_pack_samples"))
+    if request.replicas > limits.max_pack_replicas:
         raise ProfileError("replicas", request.replicas,
-                           f"at most {MAX_REPLICAS} in the service (the CLI has no limit)")
+                           _at_most(limits.max_pack_replicas, "max_pack_replicas"))
     if request.method == ILP or request.naive_method == ILP:
         field = "method" if request.method == ILP else "naive_method"
         raise ProfileError(field, ILP, "a heuristic or named schedule (ilp runs for seconds "
@@ -130,18 +136,24 @@ def spec_from_request(request: PackRequest) -> PackSpec:
     return spec
 
 
-def check_size(base: Profile, spec: PackSpec) -> None:
+def _at_most(limit: int, setting: str) -> str:
+    return f"at most {limit} in the service (PPSCHED_{setting.upper()}; the CLI has no limit)"
+
+
+def check_size(base: Profile, spec: PackSpec, limits: Settings) -> None:
     """The service's limits on the work of one request (the CLI has none)."""
     stages = base.num_ranks * base.num_chunks
-    if stages > MAX_STAGES:
+    if stages > limits.max_pack_stages:
         raise ProfileError("profile.num_ranks", base.num_ranks, f"num_ranks * num_chunks <= "
-                           f"{MAX_STAGES} in the service (the CLI has no limit)")
+                           f"{limits.max_pack_stages} in the service (PPSCHED_MAX_PACK_STAGES;"
+                           " the CLI has no limit)")
     naive = len(fill_in_order(spec.lengths, spec.cap))
     ops = 3 * stages * (sum(spec.counts()) + naive)
-    if ops > MAX_OPS:
+    if ops > limits.max_pack_ops:
         raise ProfileError("microbatches", sum(spec.counts()),
-                           f"3 * stages * microbatches (both packings) <= {MAX_OPS} in the "
-                           f"service; this request has {ops} (the CLI has no limit)")
+                           f"3 * stages * microbatches (both packings) <= "
+                           f"{limits.max_pack_ops} in the service (PPSCHED_MAX_PACK_OPS); "
+                           f"this request has {ops} (the CLI has no limit)")
 
 
 def _base_profile(data: dict[str, Any]) -> Profile:
@@ -152,21 +164,27 @@ def _base_profile(data: dict[str, Any]) -> Profile:
         raise ProfileError(f"profile.{exc.field}", exc.value, exc.accepted) from None
 
 
-@router.post("/pack", response_model=PackResponse, summary="Pack samples into replicas")
-def post_pack(body: Annotated[Any, Body(
-        description="Sample lengths, token cap, replicas, cost model and base profile "
-        "(as `ppsched pack`)",
-        openapi_examples={"four-replicas": {"value": {
-            "lengths": [900, 4000, 1200, 300, 7000, 2500, 800, 1600, 3000, 500, 650, 2200],
-            "cap": 8192, "replicas": 2, "microbatches": 4,
-            "cost": {"a": 0.0001, "b": 1.0, "c": 1.0},
-            "profile": {"num_ranks": 4, "num_microbatches": 4, "t_f": 1.0, "t_b": 1.0,
-                        "t_w": 1.0, "m_b": 1.0, "m_w": 1.0}}}})]) -> PackResponse:
-    """ppsched's packing and naive packing, each replica solved; a bad field is a 422
-    naming it, the value and what is accepted."""
-    request = _parse(body)
+def pack_json(data: Any, limits: Settings) -> str:
+    """A parsed request body packed, as the response's JSON: runs in a worker process
+    (the packing and its replicas' solves take seconds to minutes of CPU).
+
+    Raises:
+        ProfileError: a bad field, or one over the service's limits.
+    """
+    request = _parse(data)
+    check_profile_limits(request.profile, limits)  # before it is resolved (p, m, v)
     base = _base_profile(request.profile)
-    spec = spec_from_request(request)
-    check_size(base, spec)
-    result = pack(base, spec)
-    return PackResponse(**result.to_dict())
+    spec = spec_from_request(request, limits)
+    check_size(base, spec, limits)
+    return PackResponse(**pack(base, spec).to_dict()).model_dump_json()
+
+
+@router.post("/pack", response_model=PackResponse, summary="Pack samples into replicas",
+             responses=POOLED_ERRORS, openapi_extra=request_body(
+                 PackRequest, "Sample lengths, token cap, replicas, cost model and base "
+                 "profile (as `ppsched pack`)", {"four-replicas": {"value": _EXAMPLE}}))
+async def post_pack(http: Request, state: State) -> Response:
+    """ppsched's packing and naive packing, each replica solved, in the worker pool
+    within the size limits (PPSCHED_MAX_PACK_*) and PPSCHED_CALL_TIME_BUDGET_S; a bad
+    field is a 422 naming it, the value and what is accepted."""
+    return await run_bounded(http, state, pack_json)

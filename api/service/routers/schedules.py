@@ -104,8 +104,11 @@ async def solve_now(state: ServiceState, spec: SolveSpec) -> str:
 
 
 async def _solve_and_store(state: ServiceState, spec: SolveSpec) -> str:
+    # The time budget: the search's own limit, plus the budget for the rest of the call.
+    budget = state.settings.call_time_budget_s + spec.time_limit_s
     outcome, payload, status = await state.pool.run(solve_body, spec.to_dict(), spec.key,
-                                                    state.settings.cpsat_workers)
+                                                    state.settings.cpsat_workers,
+                                                    timeout_s=budget)
     if outcome == "profile_error":
         state.metrics.solves.labels(spec.method, "rejected").inc()
         field, value, accepted = payload
@@ -121,9 +124,9 @@ async def _solve_and_store(state: ServiceState, spec: SolveSpec) -> str:
 @router.get("/{schedule_id}.svg", summary="The schedule as an SVG Gantt chart",
             response_class=Response,
             responses={200: {"content": {"image/svg+xml": {}}}, 404: {"model": ErrorBody}})
-async def schedule_svg(schedule_id: ScheduleId, state: State) -> Response:
+async def schedule_svg(schedule_id: ScheduleId, state: State, http: Request) -> Response:
     """One row per rank, one box per op, coloured by kind."""
-    text = await _view(state, schedule_id, "svg")
+    text = await unless_disconnected(http, _view(state, schedule_id, "svg"))
     return Response(text, media_type="image/svg+xml")
 
 
@@ -131,11 +134,11 @@ async def schedule_svg(schedule_id: ScheduleId, state: State) -> Response:
             response_class=Response,
             responses={200: {"content": {"text/csv": {"example": "0F0,0F1,0I0,0W0\n"}}},
                        404: {"model": ErrorBody}})
-async def schedule_csv(schedule_id: ScheduleId, state: State) -> Response:
+async def schedule_csv(schedule_id: ScheduleId, state: State, http: Request) -> Response:
     """One line per rank (`0F3`; our B written I, our BW written B), as torch's
     `_load_csv` reads it. R, O and L ops (DESIGN.md 6.3) have no torch action: they are
     left out, and the X-Ppsched-Csv-Dropped header says how many."""
-    text = await _view(state, schedule_id, "csv")
+    text = await unless_disconnected(http, _view(state, schedule_id, "csv"))
     note = await asyncio.to_thread(_csv_dropped_note, state, schedule_id)
     headers = {DROPPED_HEADER: note} if note else None
     return Response(text, media_type="text/csv", headers=headers)
@@ -157,9 +160,9 @@ def _csv_dropped_note(state: ServiceState, schedule_id: str) -> str | None:
 
 @router.get("/{schedule_id}/trace", summary="The schedule as a Chrome/Perfetto trace",
             responses={200: {"content": {"application/json": {}}}, 404: {"model": ErrorBody}})
-async def schedule_trace(schedule_id: ScheduleId, state: State) -> Response:
+async def schedule_trace(schedule_id: ScheduleId, state: State, http: Request) -> Response:
     """One track per rank with the ops' real durations (open in ui.perfetto.dev)."""
-    text = await _view(state, schedule_id, "trace")
+    text = await unless_disconnected(http, _view(state, schedule_id, "trace"))
     return Response(text, media_type="application/json")
 
 
@@ -188,7 +191,8 @@ async def _view(state: ServiceState, schedule_id: str, kind: str) -> str:
 
     async def draw() -> str:
         body = await asyncio.to_thread(_stored, state, schedule_id)
-        text = await state.pool.run(render_view, body, kind)
+        text = await state.pool.run(render_view, body, kind,
+                                    timeout_s=state.settings.call_time_budget_s)
         await asyncio.to_thread(state.store.put_schedule, view_id, text)
         return text
 
