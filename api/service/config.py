@@ -149,6 +149,10 @@ class Settings(BaseSettings):
                                          "of a POST /v1/advise.")
     max_advise_layers: int = Field(1024, ge=1, description="Largest model.layers of a POST "
                                    "/v1/advise.")
+    max_advise_sensitivity_runs: int = Field(
+        24, ge=1, le=256, description="Advisor reruns one POST /v1/advise?sensitivity=true "
+        "may make (each reruns the advisor, or the strategies an assumption moves); past "
+        "them the answer's sensitivity says it is incomplete.")
     max_check_ops: int = Field(
         393_216, ge=1, description="Most ops one POST /v1/simulate or /v1/validate "
         "schedule may hold (counted before it is parsed into objects).")

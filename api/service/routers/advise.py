@@ -29,8 +29,6 @@ _EXAMPLE = {"model": {"layers": 32, "hidden": 4096, "heads": 32, "seq_len": 1638
                         "gpu_memory_gb": 80, "intra_node_gbps": 200,
                         "inter_node_gbps": 1.25},
             "num_microbatches": 64}
-# Each sensitivity run reruns the advisor (or the strategies an assumption moves).
-MAX_SENSITIVITY_RUNS = 24
 
 
 class AdviseCandidate(BaseModel):
@@ -73,8 +71,8 @@ class AdviseResponse(BaseModel):
     sensitivity: dict[str, Any] | None = Field(
         None, description="Each assumption moved over a range: its sides' ends, the "
         "winner there and the value where the pick flips (as `ppsched advise --json`); "
-        f"at most {MAX_SENSITIVITY_RUNS} advisor reruns, `complete` false when the cap "
-        "left some out. Null unless asked for.")
+        "at most PPSCHED_MAX_ADVISE_SENSITIVITY_RUNS advisor reruns (24 by default), "
+        "`complete` false when the cap left some out. Null unless asked for.")
 
 
 def advise_json(data: Any, limits: Settings, sensitivity: bool = False) -> str:
@@ -97,7 +95,7 @@ def advise_json(data: Any, limits: Settings, sensitivity: bool = False) -> str:
             raise ProfileError(field, value, f"at most {limit} in the service "
                                f"(PPSCHED_{setting.upper()}; the CLI has no limit)")
     ranked = advise(parsed)
-    report = (probe_sensitivity(data, ranked, MAX_SENSITIVITY_RUNS,
+    report = (probe_sensitivity(data, ranked, limits.max_advise_sensitivity_runs,
                                 {"num_microbatches": limits.max_advise_microbatches})
               if sensitivity else None)
     return AdviseResponse(ranked=[AdviseCandidate(**c.to_dict()) for c in ranked],
@@ -116,7 +114,7 @@ async def post_advise(
         http: Request, state: State,
         sensitivity: Annotated[bool, Query(
             description="Also check whether each assumption flips the pick "
-            f"(at most {MAX_SENSITIVITY_RUNS} advisor reruns).")] = False,
+            "(at most PPSCHED_MAX_ADVISE_SENSITIVITY_RUNS advisor reruns).")] = False,
 ) -> Response:
     """Every strategy's step time, throughput and peak memory from the model's dimensions,
     in the worker pool within the size limits (PPSCHED_MAX_ADVISE_*) and
