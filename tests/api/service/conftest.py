@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,3 +146,16 @@ def assert_error(response: httpx.Response, status: int, field: str | None,
         assert word in body["message"], body
     assert "\n" not in body["message"]
     return body
+
+
+def post_in_thread(server: Server, path: str, body: Any,
+                   out: list[httpx.Response]) -> threading.Thread:
+    """POST `body` to `path` from a thread of its own (the caller goes on while the
+    server works); the response is appended to `out`."""
+    def post() -> None:
+        with httpx.Client(timeout=300) as client:
+            out.append(client.post(f"{server.url}{path}", json=body))
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    return thread

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.api.service.conftest import EASY, Server, assert_error
+from tests.api.service.conftest import EASY, Server, assert_error, post_in_thread
 from tests.api.service.postgres import wait_until
 
 # 3,000 samples of 1-60 tokens into 64 replicas of 16 ranks: within every size limit, and
@@ -58,17 +58,6 @@ def _busy(server: Server) -> float:
                                    'ppsched_queue_depth{queue="solve"}')))
 
 
-def _post_in_thread(server: Server, path: str, body: Any,
-                    out: list[httpx.Response]) -> threading.Thread:
-    def post() -> None:
-        with httpx.Client(timeout=300) as client:
-            out.append(client.post(f"{server.url}{path}", json=body))
-
-    thread = threading.Thread(target=post)
-    thread.start()
-    return thread
-
-
 def _healthz_answers(server: Server) -> None:
     with httpx.Client(timeout=10) as client:  # its own connection: the probe's path
         assert client.get(f"{server.url}/healthz").status_code == 200
@@ -79,7 +68,7 @@ def test_a_huge_pack_runs_in_the_pool_and_is_stopped_at_its_time_budget(
     server = start_server(workers=1, queue_size=0, retry_after_s=2,
                           call_time_budget_s=20)
     results: list[httpx.Response] = []
-    thread = _post_in_thread(server, "/v1/pack", HUGE_PACK, results)
+    thread = post_in_thread(server, "/v1/pack", HUGE_PACK, results)
     wait_until(lambda: _busy(server) == 1, 60, "the pack holding the only worker")
     workers = set(server.children())
     _healthz_answers(server)  # the pack's CPU is in the worker, not the event loop
@@ -103,7 +92,7 @@ def test_a_huge_pack_runs_in_the_pool_and_is_stopped_at_its_time_budget(
 def test_a_huge_advise_is_stopped_at_its_time_budget(start_server: Any) -> None:
     server = start_server(workers=1, call_time_budget_s=1)
     results: list[httpx.Response] = []
-    thread = _post_in_thread(server, "/v1/advise", HUGE_ADVISE, results)
+    thread = post_in_thread(server, "/v1/advise", HUGE_ADVISE, results)
     wait_until(lambda: _busy(server) == 1 or bool(results), 60, "the advise running")
     _healthz_answers(server)
     thread.join(120)

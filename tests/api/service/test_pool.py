@@ -8,12 +8,11 @@ import json
 import os
 import signal
 import socket
-import threading
 from typing import Any
 
 import httpx
 
-from tests.api.service.conftest import EASY, HARD, Server
+from tests.api.service.conftest import EASY, HARD, Server, post_in_thread
 from tests.api.service.postgres import wait_until
 
 
@@ -24,24 +23,13 @@ def _busy(server: Server) -> float:
                                    'ppsched_queue_depth{queue="solve"}')))
 
 
-def _post_in_thread(server: Server, request: dict[str, Any],
-                    out: list[httpx.Response]) -> threading.Thread:
-    def post() -> None:
-        with httpx.Client(timeout=300) as client:
-            out.append(client.post(f"{server.url}/v1/schedules", json=request))
-
-    thread = threading.Thread(target=post)
-    thread.start()
-    return thread
-
-
 def test_a_dead_worker_fails_only_its_own_request(start_server: Any) -> None:
     server = start_server(workers=2, sync_time_limit_s=60)
     assert server.client.post("/v1/schedules", json={"profile": EASY}).status_code == 200
     workers = set(server.children())
     assert len(workers) == 2
     results: list[httpx.Response] = []
-    threads = [_post_in_thread(server, {"profile": HARD, "method": "ilp",
+    threads = [post_in_thread(server, "/v1/schedules", {"profile": HARD, "method": "ilp",
                                         "time_limit_s": limit}, results)
                for limit in (6.0, 7.0)]
     wait_until(lambda: _busy(server) == 2, 60, "both workers busy")
@@ -78,7 +66,7 @@ def test_a_client_disconnect_frees_its_worker(start_server: Any) -> None:
 def test_sigterm_drains_in_flight_work_without_leaks(start_server: Any) -> None:
     server = start_server(workers=1, sync_time_limit_s=60)
     results: list[httpx.Response] = []
-    thread = _post_in_thread(server, {"profile": HARD, "method": "ilp",
+    thread = post_in_thread(server, "/v1/schedules", {"profile": HARD, "method": "ilp",
                                       "time_limit_s": 3.0}, results)
     wait_until(lambda: _busy(server) == 1, 60, "the solve running")
     workers = server.children()
