@@ -8,6 +8,10 @@ until they hold ``R * 2p * cap * 0.85`` tokens (cap 32768, so naive packing make
 2p microbatches per replica), then
 - ``naive``: arrival order, each microbatch filled to the cap, dealt to the replicas in
   turn, each replica solved with ``1f1b`` and with the ZB ``heuristic``, in arrival order;
+- ``balanced``: the strong baseline, Karmarkar-Karp over the replicas then over each
+  replica's microbatches (`ppsched.solver.packing.pack_samples`, the same counts as
+  ppsched), each replica solved with the same ZB ``heuristic`` in the order the
+  assignment lists (costliest microbatch first), with no order choice and no moves;
 - ``ppsched``: `ppsched.solver.packing.best_packing` with as many microbatches per replica as
   naive packing's largest replica: the best by step time of three assignments
   (balanced, fill, arrival; see `solver.packing.search`), each replica solved with the
@@ -15,7 +19,7 @@ until they hold ``R * 2p * cap * 0.85`` tokens (cap 32768, so naive packing make
   slowest replica to the fastest while the step time falls; ``ppsched-1f1b``: the same
   search with ``1f1b``.
 The step time is the slowest replica's simulated cost; imbalance is (max - min) / min of
-the replicas' costs. Speed-up = naive step time / ppsched step time.
+the replicas' costs. Speed-up = baseline step time / ppsched step time.
 
 Cost model (a 1.5B GPT, hidden h = 2304): a sample of s tokens costs ``a*s^2 + b*s`` with
 ``a/b = 1/(6h)`` (attention 4*s*h FLOPs per token per layer beside 24*h^2 for the
@@ -152,6 +156,9 @@ def run_case(distribution: str, seed: int, p: int, replicas: int) -> dict[str, f
         theirs = solve_replicas("naive", base, naive, spec, method, choose_order=False)
         out[f"ppsched{suffix}"], out[f"ppsched{suffix}-imbalance"] = \
             ours.step_time, ours.imbalance
+        if not suffix:  # the strong baseline: the balanced assignment, same schedule
+            out["balanced-zb"] = solve_replicas("balanced", base, balanced, spec, method,
+                                                choose_order=False).step_time
         out[f"naive{suffix or '-zb'}"] = theirs.step_time
         out[f"naive{suffix or '-zb'}-imbalance"] = theirs.imbalance
         if not suffix:
@@ -187,14 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     ranks = [int(x) for x in args.ranks.split(",")]
     replica_counts = [int(x) for x in args.replicas.split(",")]
     rows = ["| lengths | p | R | samples (median) | vs naive 1F1B: median / worst "
-            "| vs naive ZB: median / worst | packing alone (1F1B): median / worst "
+            "| vs naive ZB: median / worst | vs balanced ZB: median / worst "
+            "| packing alone (1F1B): median / worst "
             "| imbalance naive ZB: median / max | imbalance ppsched: median / max "
             "| work imbalance naive / ppsched (median) | kept: balanced / fill / arrival "
             "| moves: median / max |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-            "| ---: |"]
-    everything: dict[str, list[float]] = {"1f1b": [], "zb": [], "imbalance-naive": [],
-                                          "imbalance-ppsched": []}
+            "| ---: | ---: |"]
+    everything: dict[str, list[float]] = {"1f1b": [], "zb": [], "balanced": [],
+                                          "imbalance-naive": [], "imbalance-ppsched": []}
+    vs_balanced_all: dict[str, list[float]] = {}
     for distribution in DISTRIBUTIONS:
         if distribution == "chitchat" and not chitchat_lengths():
             print("chitchat-dataset is not installed (pip install 'ppsched[bench]'): "
@@ -209,12 +218,15 @@ def main(argv: list[str] | None = None) -> int:
                              (run_case(*job) for job in jobs))
                 vs_1f1b = [c["naive-1f1b"] / c["ppsched"] for c in cases]
                 vs_zb = [c["naive-zb"] / c["ppsched"] for c in cases]
+                vs_balanced = [c["balanced-zb"] / c["ppsched"] for c in cases]
+                vs_balanced_all.setdefault(distribution, []).extend(vs_balanced)
                 alone = [c["naive-1f1b"] / c["ppsched-1f1b"] for c in cases]
                 naive_imb = [c["naive-zb-imbalance"] for c in cases]
                 ours_imb = [c["ppsched-imbalance"] for c in cases]
                 if distribution == "lognormal":
                     everything["1f1b"] += vs_1f1b
                     everything["zb"] += vs_zb
+                    everything["balanced"] += vs_balanced
                     everything["imbalance-naive"] += naive_imb
                     everything["imbalance-ppsched"] += ours_imb
                 kept = " / ".join(str(sum(1 for c in cases if c["strategy"] == k))
@@ -223,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(
                     f"| {distribution} | {p} | {replicas} | "
                     f"{statistics.median(c['samples'] for c in cases):.0f} | "
-                    f"{_fmt(vs_1f1b)} | {_fmt(vs_zb)} | {_fmt(alone)} | "
+                    f"{_fmt(vs_1f1b)} | {_fmt(vs_zb)} | {_fmt(vs_balanced)} | "
+                    f"{_fmt(alone)} | "
                     f"{_pct(naive_imb)} | {_pct(ours_imb, 2)} | "
                     f"{100 * statistics.median(c['work-naive'] for c in cases):.1f}% / "
                     f"{100 * statistics.median(c['work-ppsched'] for c in cases):.1f}% | "
@@ -248,7 +261,11 @@ def main(argv: list[str] | None = None) -> int:
         f"Cap {CAP} tokens per microbatch; samples fill {FILL:.0%} of R * 2p microbatches. "
         f"Cost a*s^2 + b*s per sample with a/b = 1/(6*{HIDDEN}); base times: the Zero "
         "Bubble paper's 1.5B stage (18.5 / 18.1 / 9.3 / 0.6 ms) for one 32k-token sample. "
-        "Speed-up = naive step time / ppsched step time (simulated; > 1: ppsched faster). "
+        "Speed-up = baseline step time / ppsched step time (simulated; > 1: ppsched "
+        "faster). Two baselines: naive (below) and balanced: Karmarkar-Karp over the "
+        "replicas then each replica's microbatches, the same counts as ppsched, every "
+        "replica solved with the same ZB heuristic in the assignment's order (costliest "
+        "microbatch first), no order choice and no moves. "
         "ppsched = `ppsched.solver.packing.best_packing`: the best of three assignments by step "
         "time (balanced: Karmarkar-Karp over replicas then microbatches; fill: the same "
         "replicas, first-fit decreasing into the microbatches; arrival: naive packing's "
@@ -269,10 +286,16 @@ def main(argv: list[str] | None = None) -> int:
         f"median {statistics.median(everything['1f1b']):.3f}, worst "
         f"{min(everything['1f1b']):.3f}; vs naive ZB median "
         f"{statistics.median(everything['zb']):.3f}, worst {min(everything['zb']):.3f}; "
+        f"vs balanced ZB median {statistics.median(everything['balanced']):.3f}, worst "
+        f"{min(everything['balanced']):.3f}, best {max(everything['balanced']):.3f}; "
         f"imbalance naive ZB median {100 * statistics.median(everything['imbalance-naive']):.1f}%, "
         f"max {100 * max(everything['imbalance-naive']):.1f}%; ppsched median "
         f"{100 * statistics.median(everything['imbalance-ppsched']):.2f}%, max "
         f"{100 * max(everything['imbalance-ppsched']):.2f}%.",
+        "",
+        "Against the balanced baseline (every case of each distribution): " + "; ".join(
+            f"{name} ({len(v)} cases) median {statistics.median(v):.3f}, worst "
+            f"{min(v):.3f}, best {max(v):.3f}" for name, v in vs_balanced_all.items()) + ".",
         ""])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "packing.md").write_text(text)

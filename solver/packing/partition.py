@@ -267,3 +267,31 @@ def fill_in_order(sizes: Sequence[float], cap: float) -> Bins:
         bins[-1].append(i)
         room -= s
     return bins
+
+
+def split_in_order(sizes: Sequence[float], cap: float, count: int) -> Bins | None:
+    """Items in arrival order into ``count`` consecutive bins: filled to the cap
+    (`fill_in_order`, the fewest consecutive bins there are), then the largest bin of
+    two or more items cut in two at its middle until there are ``count``. Fewer bins when
+    every bin holds one item; None when arrival order needs more than ``count`` bins.
+
+    The naive packing of a user who fixed the number of microbatches: the order is kept
+    and no bin passes the cap.
+    """
+    bins = fill_in_order(sizes, cap)
+    if len(bins) > count:
+        return None
+    held = [math.fsum(sizes[i] for i in b) for b in bins]
+    while len(bins) < count:
+        splittable = [k for k, b in enumerate(bins) if len(b) > 1]
+        if not splittable:
+            break
+        k = max(splittable, key=lambda k: (held[k], -k))
+        items = bins[k]
+        prefix = list(itertools.accumulate(sizes[i] for i in items))
+        # The cut leaving the first part nearest half the bin, an item on each side.
+        cut = min(range(1, len(items)), key=lambda j: abs(prefix[j - 1] - held[k] / 2))
+        first = math.fsum(sizes[i] for i in items[:cut])
+        bins[k:k + 1] = [items[:cut], items[cut:]]
+        held[k:k + 1] = [first, held[k] - first]
+    return bins

@@ -13,6 +13,7 @@ the replicas in turn. `solver.packing.search` chooses among assignments by step 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from ppsched.solver.packing.partition import (
     balanced_partition,
     deal_with_counts,
     fill_in_order,
+    split_in_order,
 )
 from ppsched.solver.solving.entry import chooses_entry_order, solve
 
@@ -309,8 +311,27 @@ def fill_empty(bins: Bins, weights: Sequence[float]) -> Bins:
     return bins
 
 
-def naive_samples(lengths: Sequence[int], cap: int, num_replicas: int) -> list[Bins]:
-    """Naive packing: arrival order, filled to the cap, dealt to the replicas in turn."""
+def naive_samples(lengths: Sequence[int], cap: int, num_replicas: int,
+                  counts: Sequence[int] | None = None) -> list[Bins]:
+    """Naive packing: arrival order, filled to the cap, dealt to the replicas in turn.
+
+    With ``counts`` (microbatches per replica, as the user fixed them for ppsched's
+    packing too), arrival order is cut into ``sum(counts)`` microbatches of about equal
+    tokens (`split_in_order`) and dealt in turn to the replicas that still need one, so
+    both packings run the same counts. When arrival order cannot make that many within
+    the cap, it is filled to the cap as without counts (logged).
+    """
+    if counts is not None:
+        bins = split_in_order(lengths, cap, sum(counts))
+        if bins is not None:
+            groups: list[Bins] = [[] for _ in counts]
+            turn = itertools.cycle(range(len(counts)))
+            for b in bins:
+                r = next(x for x in turn if len(groups[x]) < counts[x])
+                groups[r].append(b)
+            return groups
+        logger.info("naive packing: arrival order needs more than %d microbatches within "
+                    "the cap; filled to the cap instead", sum(counts))
     bins = fill_in_order(lengths, cap)
     return [bins[r::num_replicas] for r in range(num_replicas)]
 

@@ -159,8 +159,9 @@ def pack(base: Profile, spec: PackSpec) -> PackResult:
     """Pack `spec`'s samples both ways and solve every replica of each.
 
     ppsched's packing is `best_packing`; naive packing fills microbatches to the cap in
-    arrival order, deals them to the replicas in turn and runs them in that order, solved
-    with ``spec.naive_method`` (default: ``spec.method``).
+    arrival order (with ``spec.microbatches``: cuts arrival order into that many, so both
+    sides run the same counts), deals them to the replicas in turn and runs them in that
+    order, solved with ``spec.naive_method`` (default: ``spec.method``).
 
     Args:
         base: the pipeline's profile; its per-stage times and memory are those of the
@@ -174,6 +175,7 @@ def pack(base: Profile, spec: PackSpec) -> PackResult:
     """
     packed = best_packing(base, spec)
     naive = solve_replicas("naive", base, naive_samples(spec.lengths, spec.cap,
-                                                        spec.num_replicas), spec,
+                                                        spec.num_replicas,
+                                                        spec.microbatches), spec,
                            spec.naive_method or spec.method, choose_order=False)
     return PackResult(spec, packed, naive)

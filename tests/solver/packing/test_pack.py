@@ -102,6 +102,28 @@ def test_unequal_counts_per_replica_and_own_backward_costs() -> None:
     assert len(profile.t_b) == 2 and len(profile.t_b[0]) == counts[1]  # type: ignore[arg-type]
 
 
+def test_naive_packing_runs_the_users_counts_too() -> None:
+    # Fixed counts (the case: 6/8/10 for ppsched against naive's own 3/3/2 before):
+    # both sides run them, so the speed-up compares like with like.
+    lengths = lognormal(120, seed=3)
+    spec = PackSpec(lengths=tuple(lengths), cap=32768, num_replicas=3,
+                    microbatches=(6, 8, 10), cost=COST)
+    result = pack(base(p=2), spec)
+    assert_complete(result)
+    assert [len(r.microbatches) for r in result.naive.replicas] == [6, 8, 10]
+    assert [len(r.microbatches) for r in result.packed.replicas] == [6, 8, 10]
+    # Naive keeps arrival order: replica by replica, dealt in turn.
+    groups = naive_samples(lengths, 32768, 3, (6, 8, 10))
+    flat = sorted((mb[0], mb) for group in groups for mb in group)
+    assert [i for _, mb in flat for i in mb] == list(range(len(lengths)))
+
+
+def test_naive_packing_falls_back_when_arrival_order_needs_more() -> None:
+    # Arrival order needs three microbatches of 10 for [6, 6, 6]: two cannot be made, so
+    # naive packing fills to the cap as without counts.
+    assert naive_samples([6, 6, 6], 10, 1, (2,)) == [[[0], [1], [2]]]
+
+
 def test_pack_samples_balances_replica_costs() -> None:
     lengths = lognormal(2000, seed=7)
     groups = pack_samples(lengths, COST, 32768, [40] * 4)
@@ -144,8 +166,9 @@ def test_a_matrix_base_profile_is_refused() -> None:
 
 
 def test_imbalance_is_inf_when_a_naive_replica_gets_nothing() -> None:
-    # Two samples fill one microbatch: naive packing leaves replica 1 without work.
-    spec = PackSpec(lengths=(100, 200), cap=1000, num_replicas=2, microbatches=(1,))
+    # Two samples fill one microbatch: naive packing (no counts given) leaves replica 1
+    # without work.
+    spec = PackSpec(lengths=(100, 200), cap=1000, num_replicas=2)
     result = pack(base(p=2), spec)
     assert math.isinf(result.naive.imbalance)
     assert result.naive.to_dict()["imbalance"] is None

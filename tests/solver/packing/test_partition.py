@@ -14,6 +14,7 @@ from ppsched.solver.packing.partition import (
     fill_in_order,
     karmarkar_karp,
     refine,
+    split_in_order,
 )
 
 
@@ -131,6 +132,40 @@ def test_deal_with_counts_keeps_counts_and_balances():
 def test_fill_in_order():
     assert fill_in_order([3, 3, 3, 5, 1], 6) == [[0, 1], [2], [3, 4]]
     assert fill_in_order([6], 6) == [[0]]
+
+
+def test_split_in_order_known_cases():
+    # Filled to the cap: [0, 1] [2] [3]; a fourth bin cuts the largest, [0, 1], in two.
+    assert split_in_order([4, 4, 4, 8], 10, 3) == [[0, 1], [2], [3]]
+    assert split_in_order([4, 4, 4, 8], 10, 4) == [[0], [1], [2], [3]]
+    # More bins than items: one item each.
+    assert split_in_order([4, 4, 4, 8], 10, 6) == [[0], [1], [2], [3]]
+    # Arrival order cannot make two within the cap.
+    assert split_in_order([4, 4, 4, 8], 10, 2) is None
+    # The cut nearest half: 1 + 2 | 3 of 6.
+    assert split_in_order([1, 2, 3], 10, 2) == [[0, 1], [2]]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_split_in_order_keeps_order_cap_and_count(seed):
+    rng = random.Random(seed)
+    cap = rng.randint(5, 20)
+    sizes = [rng.randint(1, cap) for _ in range(rng.randint(1, 12))]
+    count = rng.randint(1, 14)
+    bins = split_in_order(sizes, cap, count)
+    # Brute force: the fewest consecutive bins within the cap (greedy filling is optimal
+    # for consecutive bins, so None exactly when that many exceed the count).
+    fewest = min(len(cuts) + 1 for r in range(len(sizes))
+                 for cuts in itertools.combinations(range(1, len(sizes)), r)
+                 if all(sum(sizes[a:b]) <= cap for a, b in
+                        zip((0, *cuts), (*cuts, len(sizes)), strict=True)))
+    if fewest > count:
+        assert bins is None
+        return
+    assert bins is not None
+    assert [i for b in bins for i in b] == list(range(len(sizes)))  # order kept, all once
+    assert all(b and sum(sizes[i] for i in b) <= cap for b in bins)
+    assert len(bins) == min(count, len(sizes))
 
 
 def test_entry_orders():
