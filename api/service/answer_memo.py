@@ -18,6 +18,7 @@ import hashlib
 from collections import OrderedDict
 from typing import Any
 
+from ppsched.api.service.response_status import StatusRecorder
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 ANSWER_KEY = "schedule_answer"
@@ -73,17 +74,10 @@ class AnswerMemo:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        await self.app(scope, replay, send_status)
+        answered = StatusRecorder(send)
+        await self.app(scope, replay, answered)
         answer = scope.get("state", {}).get(ANSWER_KEY)
-        if answer is not None and status in (200, 202) and not more:
+        if answer is not None and answered.status in (200, 202) and not more:
             self._route = scope.get("route", self._route)  # the router's match, kept
             self._memo[digest] = answer
             if len(self._memo) > self.size:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 
 from ppsched.api.service.cpu_share import CpuShare
+from ppsched.api.service.response_status import StatusRecorder
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 TENANT_KEY = "tenant"
 """The request-state key (``request.state.tenant``) naming the request's tenant."""
@@ -102,24 +103,17 @@ class Metrics:
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
-            status = 500
-
-            async def send_status(message: Message) -> None:
-                nonlocal status
-                if message["type"] == "http.response.start":
-                    status = message["status"]
-                await send(message)
-
+            answered = StatusRecorder(send)
             token = self.cpu_share.enter()
             try:
-                await app(scope, receive, send_status)
+                await app(scope, receive, answered)
             finally:
                 cpu = self.cpu_share.leave(token)
                 route = route_of(scope)
                 self.main_cpu.labels(scope["method"], route).observe(cpu)
                 tenant = tenant_of(scope)
                 if tenant is not None:
-                    self.tenant_requests.labels(tenant, route, str(status)).inc()
+                    self.tenant_requests.labels(tenant, route, str(answered.status)).inc()
                     self.tenant_cpu.labels(tenant).inc(cpu)
         return middleware
 
@@ -136,21 +130,14 @@ class Metrics:
                 await app(scope, receive, send)
                 return
             began = time.perf_counter()
-            status = 500
-
-            async def send_status(message: Message) -> None:
-                nonlocal status
-                if message["type"] == "http.response.start":
-                    status = message["status"]
-                await send(message)
-
+            answered = StatusRecorder(send)
             try:
-                await app(scope, receive, send_status)
+                await app(scope, receive, answered)
             finally:
                 # The router writes the matched route into the scope it was given.
                 route = scope.get("route")
                 path = getattr(route, "path", None) or "unmatched"
-                self.requests.labels(scope["method"], path, str(status)).inc()
+                self.requests.labels(scope["method"], path, str(answered.status)).inc()
                 self.latency.labels(scope["method"], path).observe(
                     time.perf_counter() - began)
         return middleware

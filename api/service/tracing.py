@@ -17,7 +17,8 @@ import logging
 import os
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from ppsched.api.service.response_status import StatusRecorder
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 TRACER_NAME = "ppsched.api.service"
@@ -80,28 +81,21 @@ class Tracing:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        answered = StatusRecorder(send)
         method = scope["method"]
         context = self._extract(_carrier(scope))
         with self.tracer.start_as_current_span(method, context=context,
                                                kind=self._kind) as span:
             try:
-                await self.app(scope, receive, send_status)
+                await self.app(scope, receive, answered)
             finally:
                 route = getattr(scope.get("route"), "path", None) or "unmatched"
                 span.update_name(f"{method} {route}")
                 span.set_attribute("http.request.method", method)
                 span.set_attribute("http.route", route)
-                span.set_attribute("http.response.status_code", status)
+                span.set_attribute("http.response.status_code", answered.status)
                 request_id = scope.get("state", {}).get("request_id")
                 if request_id:
                     span.set_attribute("ppsched.request_id", request_id)
-                if status >= 500:
+                if answered.status >= 500:
                     span.set_status(self._error)
