@@ -109,8 +109,8 @@ async def wait_healthy(client: httpx.AsyncClient, server: subprocess.Popen[bytes
         await asyncio.sleep(0.1)
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MiB (Linux /proc)."""
+def family(pid: int) -> set[int]:
+    """A process and all its live descendants (Linux /proc)."""
     parent_of: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -125,8 +125,13 @@ def tree_rss_mb(pid: int) -> float:
         kids = {child for child, parent in parent_of.items() if parent in family}
         grew = not kids <= family
         family |= kids
+    return family
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and all its descendants, in MiB (Linux /proc)."""
     total_kb = 0
-    for member in family:
+    for member in family(pid):
         try:
             for line in Path(f"/proc/{member}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):

@@ -38,6 +38,10 @@ class Settings(BaseSettings):
                             description="Synchronous solves that may wait for a worker; "
                             "beyond, 503 with Retry-After.")
     job_workers: int = Field(1, ge=1, le=64, description="Jobs that run at once.")
+    job_start_method: Literal["forkserver", "spawn"] = Field(
+        "forkserver", description="How a job's process starts: `forkserver` forks it from "
+        "a warm server that has imported the solver (milliseconds); `spawn` starts a "
+        "fresh interpreter per job (a second or more), for a platform without fork.")
     max_queued_jobs: int = Field(16, ge=0,
                                  description="Jobs that may wait; beyond, 429 with Retry-After.")
     sync_time_limit_s: float = Field(

@@ -27,17 +27,22 @@ from ppsched.solver.model import ProfileError, ScheduleInvalid, parse_profile
 from ppsched.solver.solving import ILP, ExactOptions, solve
 
 
+def started() -> None:
+    """An empty job: the fork server's warm-up (`jobs.warm_up`)."""
+
+
 def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int,
             checkpoint_interval_s: float = 3.0, resume: tuple[str, float] | None = None,
-            ) -> None:
+            service_pid: int | None = None) -> None:
     """A job's process: sends ("incumbent", job_result) when the heuristic's schedule is
     known (ilp only) and then at most every `checkpoint_interval_s` when CP-SAT has
     improved on it, ("progress", (s, best, bound)) at each improvement, then ("done",
     job_result) or ("error", message).
 
     `resume`: the body and objective of the checkpoint a previous run of the job left
-    (its replica was lost): the job's answer is never worse than it."""
-    watch_parent()
+    (its replica was lost): the job's answer is never worse than it. `service_pid`: the
+    service that runs the job; the process exits when it is gone."""
+    watch_parent(service_pid=service_pid)
     began = time.perf_counter()
     lock = threading.Lock()  # the search's threads, the checkpointer's and this one send
 

@@ -1,7 +1,10 @@
 """Jobs: long solves run one process each, so they can report progress and be cancelled.
 
 A job is queued in the store, picked by one of `job_workers` runners, and solved in a
-fresh worker process that reports its incumbent, progress and result over a pipe. Cancel
+process of its own that reports its incumbent, progress and result over a pipe. The
+process is forked from a warm fork server that has imported the solver
+(PPSCHED_JOB_START_METHOD=forkserver, `job_context`): starting a job costs milliseconds,
+not a new interpreter, while each job keeps its own process to signal or kill. Cancel
 sends SIGINT (CP-SAT stops and hands back its best schedule), then SIGKILL after a grace
 period (the incumbent is kept).
 
@@ -31,7 +34,7 @@ from typing import Any
 from ppsched.api.service.config import Settings
 from ppsched.api.service.errors import QueueFull
 from ppsched.api.service.fair_queue import FairQueue
-from ppsched.api.service.job_process import run_job
+from ppsched.api.service.job_process import run_job, started
 from ppsched.api.service.metrics import Metrics
 from ppsched.api.service.quotas import QuotaExceeded, describe, queued_jobs_limit
 from ppsched.api.service.request_ids import job_id as job_id_var
@@ -46,6 +49,36 @@ _POLL_S = 0.05
 # How long past its time limit a job may run before it is killed as hung (the heuristic,
 # the model's build and the re-timing come on top of the search's limit).
 _OVERRUN_S = 60.0
+# What the fork server imports once, so that every job forked from it starts with them:
+# the job's code and the exact search's models (OR-Tools; the solver imports them only
+# when an ilp solve asks, which would be every ilp job's first second). PuLP's MILP is
+# rare enough to be left to the jobs that ask for it.
+JOB_PRELOADED = ("ppsched.api.service.job_process", "ppsched.solver.exact.cpsat",
+                 "ppsched.solver.exact.cpsat_policies", "ppsched.solver.exact.multichunk",
+                 "ppsched.solver.exact.lns")
+
+
+def job_context(method: str) -> Any:
+    """The multiprocessing context jobs start in (`Settings.job_start_method`).
+
+    A fork server rather than a warm pool of job processes: a job stays one process,
+    so SIGINT and SIGKILL reach that job alone (a reused process could take a late
+    signal meant for the job before), and a crash loses that job alone. The server
+    forks from a clean single-threaded process, never from the service's threads.
+    """
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(list(JOB_PRELOADED))
+    return context
+
+
+def warm_up(context: Any) -> None:
+    """Start the fork server and let it import `JOB_PRELOADED` (a second or more), by
+    running one empty process: called at start-up, in a thread, so that no job's start
+    and no event-loop turn pays for it."""
+    process = context.Process(target=started, name="ppsched-job-warm-up", daemon=True)
+    process.start()
+    process.join()
 
 
 @dataclass
@@ -71,7 +104,7 @@ class JobManager:
         self._queue = FairQueue()
         self._running: dict[str, _Running] = {}
         self._runners: list[asyncio.Task[None]] = []
-        self._context = multiprocessing.get_context("spawn")
+        self._context = job_context(settings.job_start_method)
         # This replica's name on its leases: jobs it runs belong to it while it renews them.
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         # Job ids in this replica's queue: the store's queue is shared, and an id taken
@@ -87,10 +120,12 @@ class JobManager:
             not self._stopping
 
     async def start(self) -> None:
-        """Recover the store's jobs, then start the runners and the lease keeper.
+        """Warm the job processes' fork server, recover the store's jobs, then start the
+        runners and the lease keeper.
 
         Only jobs whose lease has expired are failed: a running job of another replica
         on the same store keeps running (its replica renews its lease)."""
+        await asyncio.to_thread(warm_up, self._context)
         try:
             self._enqueue_all(self._reap())
             self._update_gauges()
@@ -294,7 +329,8 @@ class JobManager:
         process = self._context.Process(
             target=run_job, args=(child_conn, spec, job.request_key,
                                    self.settings.cpsat_workers,
-                                   self.settings.checkpoint_interval_s, resume),
+                                   self.settings.checkpoint_interval_s, resume,
+                                   os.getpid()),
             name=f"ppsched-job-{job.id[:8]}", daemon=True)
         process.start()
         child_conn.close()

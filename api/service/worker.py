@@ -20,18 +20,40 @@ from ppsched.solver.solving import ExactOptions, Layout, parse_layouts, solve
 log = logging.getLogger(__name__)
 
 
-def watch_parent(interval_s: float = 1.0) -> None:
+def watch_parent(interval_s: float = 1.0, service_pid: int | None = None) -> None:
     """Exit this worker when the service process that started it is gone (killed, not
-    shut down), so no orphan keeps solving for nobody."""
+    shut down), so no orphan keeps solving for nobody.
+
+    `service_pid`: the service, for a worker that is not its child: a job's process is
+    the fork server's, and the fork server outlives the service while any job holds its
+    end of the server's pipe, so its parent never changes."""
     parent = os.getppid()
+
+    def _gone() -> bool:
+        return os.getppid() != parent if service_pid is None else not _alive(service_pid)
 
     def _watch() -> None:
         while True:
             time.sleep(interval_s)
-            if os.getppid() != parent:
+            if _gone():
                 os._exit(3)
 
     threading.Thread(target=_watch, name="watch-parent", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: the pid was taken again
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no /proc: the signal's answer stands
+        return True
 
 
 def serve_calls(conn: Connection) -> None:

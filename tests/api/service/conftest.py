@@ -72,18 +72,32 @@ class Server:
             time.sleep(0.1)
         raise RuntimeError(f"server not ready: {self.log_path.read_text()[-2000:]}")
 
-    def children(self) -> list[int]:
-        """Pids of the server's worker processes (spawned interpreters)."""
-        pids = []
+    def _processes(self) -> dict[int, tuple[int, bytes]]:
+        """Every process: pid to (parent pid, command line)."""
+        table = {}
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
                 fields = stat.read_text().rsplit(")", 1)[1].split()
                 cmdline = (stat.parent / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(fields[1]) == self.process.pid and b"spawn_main" in cmdline:
-                pids.append(int(stat.parent.name))
-        return pids
+            table[int(stat.parent.name)] = (int(fields[1]), cmdline)
+        return table
+
+    def fork_servers(self) -> list[int]:
+        """Pids of the server's fork servers (the jobs' processes are forked there)."""
+        return [pid for pid, (parent, cmdline) in self._processes().items()
+                if parent == self.process.pid and b"multiprocessing.forkserver" in cmdline]
+
+    def children(self) -> list[int]:
+        """Pids of the server's worker processes: the spawned interpreters (the pool's
+        workers) and the jobs' processes, forked by the server's fork server (its child
+        too, not counted: it solves nothing)."""
+        table = self._processes()
+        servers = set(self.fork_servers())
+        return [pid for pid, (parent, cmdline) in table.items()
+                if (parent == self.process.pid and b"spawn_main" in cmdline)
+                or parent in servers]
 
     def stop(self, kill: bool = False) -> None:
         self.client.close()

@@ -176,3 +176,36 @@ def test_the_op_budget_counts_the_default_v_cut(start_server: Any) -> None:
     assert one.status_code == 200, one.text
     done = wait_for_job(server.client, heuristic.json()["id"], ("done", "failed"))
     assert done["status"] == "done", done
+
+
+def test_jobs_fork_from_the_warm_fork_server_or_spawn_as_set(start_server: Any) -> None:
+    # The default: the fork server is started and has imported the job's code before the
+    # service says it is ready, so no job pays for a new interpreter (issue 29).
+    forked = start_server(workers=1)
+    servers = forked.fork_servers()
+    assert len(servers) == 1
+    maps = open(f"/proc/{servers[0]}/maps").read()  # the solver's native code is loaded
+    assert "ortools" in maps
+    done = [forked.client.post("/v1/jobs", json={"profile": {**EASY, "memory_limit": limit},
+                                                  "method": "1f1b"}).json()["id"]
+            for limit in (8.0, 9.0, 10.0)]
+    for job_id in done:
+        assert wait_for_job(forked.client, job_id, ("done",))["schedule_id"]
+    assert forked.fork_servers() == servers  # one server for every job
+    # PPSCHED_JOB_START_METHOD=spawn: a fresh interpreter per job, and no fork server.
+    spawned = start_server("spawn.sqlite3", workers=1, job_start_method="spawn")
+    job_id = spawned.client.post("/v1/jobs", json={"profile": EASY, "method": "1f1b"}
+                                 ).json()["id"]
+    assert wait_for_job(spawned.client, job_id, ("done",))["schedule_id"]
+    assert spawned.fork_servers() == []
+
+
+def test_every_module_the_fork_server_preloads_imports() -> None:
+    # The fork server skips a preload that fails to import, silently: a renamed module
+    # would leave every job paying for its import again.
+    import importlib
+
+    from ppsched.api.service.jobs import JOB_PRELOADED
+
+    for name in JOB_PRELOADED:
+        importlib.import_module(name)
