@@ -11,6 +11,7 @@ from typing import Any
 
 from ppsched.api.cli.options import KEEP, add_view_options, memory_limit, positive_int
 from ppsched.api.cli.output import check_outputs, summary, write_outputs
+from ppsched.api.partition_record import partition_record, torchtitan_recipe
 from ppsched.solver.model import LayerProfile, Schedule, load_layers, parse_layers
 from ppsched.solver.partition import Partition, partition
 
@@ -46,7 +47,7 @@ def run_partition(args: argparse.Namespace) -> int:
     found = partition(layers, budget=args.candidates)
     schedule = found.best.schedule
     assert schedule is not None  # the best judged cut fits (partition raises otherwise)
-    schedule.partition = _record(found)  # type: ignore[attr-defined]  # extra field
+    schedule.partition = partition_record(found)  # type: ignore[attr-defined]  # extra field
     write_outputs(args, schedule)
     print(summary(schedule))
     print()
@@ -54,22 +55,6 @@ def run_partition(args: argparse.Namespace) -> int:
     print()
     print(recipe_text(schedule))
     return 0
-
-
-def _record(found: Partition) -> dict[str, Any]:
-    """The search's figures, as the schedule JSON's extra `partition` field."""
-    return {
-        "lower_bound": found.lower_bound, "bound_scope": found.bound_scope,
-        "proven": found.proven, "judged": found.judged,
-        "compared": [{"cut": c.label, "layers_per_stage": list(c.judged.cut),
-                      "step_time": _num(c.judged.step_time),
-                      "peak_memory": _num(c.judged.peak_memory), "note": c.note}
-                     for c in found.compared if c.judged is not None],
-    }
-
-
-def _num(x: float) -> float | None:
-    return None if math.isinf(x) else x
 
 
 def comparison(layers: LayerProfile, found: Partition) -> str:
@@ -98,8 +83,8 @@ def comparison(layers: LayerProfile, found: Partition) -> str:
 def recipe_text(schedule: Schedule) -> str:
     """torchtitan's `module_fqns_per_model_part` for the cut, with the layer names as
     module FQNs (torchtitan 0.3.0's `parallelism.module_fqns_per_model_part`)."""
-    names = schedule.profile.stage_layers
-    assert names is not None
+    recipe = torchtitan_recipe(schedule)
     return ("torchtitan: [parallelism]\nmodule_fqns_per_model_part = "
-            + json.dumps(names) + f"\npipeline_parallel_degree = {schedule.profile.num_ranks}"
+            + json.dumps(recipe["module_fqns_per_model_part"])
+            + f"\npipeline_parallel_degree = {recipe['pipeline_parallel_degree']}"
             "\n(the schedule's CSV: --csv FILE, as pipeline_parallel_schedule_csv)")

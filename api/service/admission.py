@@ -9,11 +9,11 @@ import json
 
 from ppsched.api.service.errors import QueueFull, error_body
 from ppsched.api.service.pool import SolverPool
+from ppsched.api.service.pooled_paths import POOLED_POSTS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 # Paths whose requests take a worker of the pool: every CPU-heavy POST (issue 29).
-GUARDED = frozenset({"/v1/schedules", "/v1/schedules/", "/v1/pack", "/v1/advise",
-                     "/v1/simulate", "/v1/validate"})
+GUARDED = frozenset({*POOLED_POSTS, "/v1/schedules/"})
 
 
 class Admission:

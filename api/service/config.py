@@ -153,6 +153,8 @@ class Settings(BaseSettings):
                                          "of a POST /v1/advise.")
     max_advise_layers: int = Field(1024, ge=1, description="Largest model.layers of a POST "
                                    "/v1/advise.")
+    max_partition_layers: int = Field(1024, ge=1, description="Most layers in the per-layer "
+                                      "profile of a POST /v1/partition.")
     max_advise_sensitivity_runs: int = Field(
         24, ge=1, le=256, description="Advisor reruns one POST /v1/advise?sensitivity=true "
         "may make (each reruns the advisor, or the strategies an assumption moves); past "

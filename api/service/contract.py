@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from ppsched.api.service.bounded import BODY_MODELS
 from ppsched.api.service.config import Settings
 from ppsched.api.service.errors import error_body
+from ppsched.api.service.pooled_paths import POOLED_POSTS
 from ppsched.solver.advisor import STRATEGIES
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
@@ -28,8 +29,7 @@ _BODY_STATUSES = {
 }
 # Routes that take a worker of the pool (or a job slot) and their refusals.
 _POOLED = {
-    ("post", "/v1/schedules"), ("post", "/v1/pack"), ("post", "/v1/advise"),
-    ("post", "/v1/simulate"), ("post", "/v1/validate"),
+    *(("post", path) for path in POOLED_POSTS),
     ("get", "/v1/schedules/{schedule_id}.svg"), ("get", "/v1/schedules/{schedule_id}.csv"),
     ("get", "/v1/schedules/{schedule_id}/trace"),
 }

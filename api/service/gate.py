@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from ppsched.api.service.errors import error_body
+from ppsched.api.service.pooled_paths import POOLED_POSTS
 from ppsched.api.service.quotas import QuotaExceeded, Quotas
 from ppsched.api.service.tenants import Caller, Tenants
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -26,8 +27,7 @@ _OPEN_PATHS = frozenset({"/healthz", "/readyz", "/", "/favicon.ico", "/docs", "/
                          "/openapi.json"})
 _OPEN_PREFIXES = ("/static/", "/docs-assets/")
 # Routes whose POST takes a solver worker for its answer: each counts as a solve.
-SOLVING = frozenset({"/v1/schedules", "/v1/pack", "/v1/advise", "/v1/simulate",
-                     "/v1/validate"})
+SOLVING = frozenset(POOLED_POSTS)
 _REALM = 'Bearer realm="ppsched"'
 
 

@@ -36,6 +36,7 @@ from ppsched.api.service.routers import (
     docs,
     health,
     jobs,
+    partition,
     schedules,
     static,
 )
@@ -96,7 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = state
     app.state.settings = settings
-    for module in (schedules, jobs, checks, catalog, health, static, advise, docs):
+    for module in (schedules, jobs, checks, catalog, health, static, advise, partition,
+                   docs):
         app.include_router(module.router)
     app.include_router(pack_router.router)  # POST /v1/pack (issue 13)
     install_error_handlers(app)
