@@ -1,7 +1,13 @@
-"""uvicorn's h11 protocol with a header timeout: a connection must deliver a request's
+"""uvicorn's HTTP protocol with a header timeout: a connection must deliver a request's
 headers within `header_timeout_s` of opening (or of its previous response), else it is
 closed. uvicorn's own keep-alive timeout is cancelled by any byte received, so without
-this, idle or half-sent connections (slowloris) were held for ever, thousands at once."""
+this, idle or half-sent connections (slowloris) were held for ever, thousands at once.
+
+The protocol is uvicorn's httptools one (a C parser) where httptools is installed, as it
+is with ppsched's dependencies, else its pure-Python h11 one: parsing a request and
+writing its response with h11 took a large share of the main process's CPU per request
+(`benchmarks/service_throughput.py`). Both keep the request's cycle in ``cycle`` and call
+``on_response_complete``, which is all the timeout needs."""
 
 from __future__ import annotations
 
@@ -10,11 +16,18 @@ import logging
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    BASE: type[H11Protocol] | type[HttpToolsProtocol] = HttpToolsProtocol
+except ImportError:  # httptools missing: the pure-Python parser
+    BASE = H11Protocol
+
 log = logging.getLogger(__name__)
 
 
-class HeaderTimeoutProtocol(H11Protocol):
-    """`H11Protocol` that closes connections slow to send a request's headers."""
+class HeaderTimeoutProtocol(BASE):  # type: ignore[valid-type,misc]
+    """uvicorn's protocol (`BASE`) closing connections slow to send a request's headers."""
 
     header_timeout_s = 10.0
     _header_timer: asyncio.TimerHandle | None = None
