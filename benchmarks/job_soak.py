@@ -38,6 +38,7 @@ from benchmarks.service_load import (
     _free_port,
     family,
     start_server,
+    stop_server,
     tree_rss_mb,
     wait_healthy,
 )
@@ -160,12 +161,7 @@ def run_one(method: str, count: int, clients: int, job_workers: int) -> tuple[So
             result = asyncio.run(soak(f"http://127.0.0.1:{port}", server, method, count,
                                       clients))
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_server(server, 30.0)
             log = (Path(folder) / "server.log").read_text(errors="replace")
     errors = [line for line in log.splitlines() if "ERROR" in line or "Traceback" in line]
     return result, "; ".join(errors[-3:])

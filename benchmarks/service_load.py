@@ -93,6 +93,17 @@ def start_server(port: int, folder: Path, settings: dict[str, str]) -> subproces
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+def stop_server(server: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """SIGTERM (the service hands its jobs back and drains), then SIGKILL past
+    `timeout_s`."""
+    server.terminate()
+    try:
+        server.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 async def wait_healthy(client: httpx.AsyncClient, server: subprocess.Popen[bytes],
                        timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
@@ -300,12 +311,7 @@ def main() -> None:
         try:
             phases, notes = asyncio.run(run(args, server, f"http://127.0.0.1:{port}"))
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_server(server)
             log = (Path(folder) / "server.log").read_text(errors="replace").strip()
     text = "\n".join(result_header(command_line("benchmarks.service_load"), started=started,
                                     budget="wall (throughput and latency are wall time)"))
