@@ -228,7 +228,45 @@ def table(rows: list[Row], args: argparse.Namespace, started: Started) -> str:
         f"t_f, no memory limit), {args.workers} solver workers both ways, the client "
         f"niced by {args.nice}, Python {platform.python_version()}.", "",
         *lines, "",
-        f"Uncached service / in-process throughput: {', '.join(ratios)}.", ""])
+        f"Uncached service / in-process throughput: {', '.join(ratios)}.", "",
+        targets(rows, started), ""])
+
+
+# Issue 29's targets for the service against the solver alone.
+UNCACHED_RATIO = 0.9  # at c=1 and c=16, on an idle machine
+MAIN_CPU_MS = 1.5  # per uncached request
+CACHED_RATE = 2000.0  # requests/s
+IDLE_LOAD = 0.5  # a 1-minute load average under this counts as idle
+
+
+def targets(rows: list[Row], started: Started) -> str:
+    """Each target of issue 29 against this run: met, or missed and by how much."""
+
+    def verdict(value: float, target: float, at_least: bool) -> str:
+        met = value >= target if at_least else value <= target
+        return "met" if met else f"missed by {abs(value - target) / target:.0%}"
+
+    ratio_parts = []
+    for c in (1, 16):
+        direct = [r for r in rows if r.concurrency == c and r.mode == "in-process"]
+        served = [r for r in rows if r.concurrency == c and r.mode == "service uncached"]
+        if direct and served:
+            ratio = served[0].rate / direct[0].rate
+            ratio_parts.append(f"c={c} {ratio:.2f} "
+                               f"({verdict(ratio, UNCACHED_RATIO, at_least=True)})")
+    idle = "idle" if started.load < IDLE_LOAD else \
+        f"not idle: load average {started.load:.2f} at the start, so the ratios do not decide it"
+    cpu = [r.main_cpu_ms for r in rows if r.mode == "service uncached"
+           and r.main_cpu_ms is not None]
+    cached = max((r for r in rows if r.mode == "service cached"), key=lambda r: r.rate)
+    return (f"Targets (issue 29): uncached service / in-process at least {UNCACHED_RATIO} at "
+            f"c=1 and c=16 on an idle machine: {', '.join(ratio_parts)} ({idle}). "
+            f"Main-process CPU per uncached request at most {MAIN_CPU_MS} ms: "
+            f"{min(cpu):.2f} to {max(cpu):.2f} ms "
+            f"({verdict(max(cpu), MAIN_CPU_MS, at_least=False)} at worst, "
+            f"{verdict(min(cpu), MAIN_CPU_MS, at_least=False)} at best). "
+            f"Cached at least {CACHED_RATE:.0f} req/s: {cached.rate:.1f} at "
+            f"c={cached.concurrency} ({verdict(cached.rate, CACHED_RATE, at_least=True)}).")
 
 
 def main() -> None:
