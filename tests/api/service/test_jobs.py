@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from ppsched.solver.model.schedule import parse_schedule
@@ -184,7 +185,7 @@ def test_jobs_fork_from_the_warm_fork_server_or_spawn_as_set(start_server: Any) 
     forked = start_server(workers=1)
     servers = forked.fork_servers()
     assert len(servers) == 1
-    maps = open(f"/proc/{servers[0]}/maps").read()  # the solver's native code is loaded
+    maps = Path(f"/proc/{servers[0]}/maps").read_text()  # the solver's native code is loaded
     assert "ortools" in maps
     done = [forked.client.post("/v1/jobs", json={"profile": {**EASY, "memory_limit": limit},
                                                   "method": "1f1b"}).json()["id"]
