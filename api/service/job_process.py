@@ -1,6 +1,7 @@
 """A job's process: the heuristic's schedule first (ilp), then the solve, reporting its
-incumbent, checkpoints of its improvements, progress and result over a pipe. Nothing
-here touches the store or the network.
+incumbent, checkpoints of its improvements, progress and result over a pipe; a re-run
+starts CP-SAT from the checkpoint its earlier run left, when that beats the heuristic.
+Nothing here touches the store or the network.
 
 A job stops early on SIGINT: CP-SAT ends its search and returns the best schedule found
 so far, which the job hands back as its result.
@@ -9,6 +10,7 @@ so far, which the job hands back as its result.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -23,7 +25,13 @@ from ppsched.api.service.worker import (
     watch_parent,
 )
 from ppsched.solver.exact import listening
-from ppsched.solver.model import ProfileError, ScheduleInvalid, parse_profile
+from ppsched.solver.model import (
+    ProfileError,
+    Schedule,
+    ScheduleInvalid,
+    parse_profile,
+    parse_schedule,
+)
 from ppsched.solver.solving import ILP, ExactOptions, solve
 
 
@@ -53,6 +61,7 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
     try:
         profile = parse_profile(spec["profile"])
         floor: JobResult | None = None
+        start_from: Schedule | None = None
         if spec["method"] == ILP:
             # The exact search starts from the heuristic: its schedule is the best so far,
             # unless an earlier run of the job left a better checkpoint.
@@ -60,6 +69,8 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
             floor = job_result(schedule_json(start, spec), key)
             if resume is not None and floor[4] is not None and resume[1] < floor[4] - 1e-9:
                 floor = resumed(resume[0], key)
+                if profile.problem.uniform_microbatches:  # CP-SAT goes on from it
+                    start_from = parse_schedule(json.loads(resume[0]))
             send(("incumbent", floor))
 
         def progress(point: tuple[float, float, float]) -> None:
@@ -77,7 +88,7 @@ def run_job(conn: Connection, spec: dict[str, Any], key: str, cpsat_workers: int
                     else contextlib.nullcontext():
                 schedule = solve(profile, spec["method"], spec["objective"], exact=options,
                                  on_progress=progress if spec["method"] == ILP else None,
-                                 layouts=layouts_of(spec))
+                                 layouts=layouts_of(spec), start=start_from)
         done = job_result(schedule_json(schedule, spec), key)
         if floor is not None and floor[4] is not None and done[4] is not None and \
                 floor[4] < done[4] - 1e-9:

@@ -31,7 +31,8 @@ def chooses_entry_order(method: str) -> bool:
 
 def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
           exact: ExactOptions | None = None, on_progress: ProgressFn | None = None,
-          layouts: tuple[Layout, ...] = (), keep_order: bool = False) -> Schedule:
+          layouts: tuple[Layout, ...] = (), keep_order: bool = False,
+          start: Schedule | None = None) -> Schedule:
     """Build the schedule `method` makes for `profile`, validated by the simulator.
 
     Args:
@@ -48,6 +49,9 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
             None given: `default_layouts` (1, V and loop2 for a one-chunk profile).
         keep_order: with unequal microbatches, keep the profile's order of entry instead
             of choosing one (a data loader that cannot reorder; naive packing).
+        start: for ``ilp`` with equal microbatches, a schedule of this profile (on one
+            of the layouts considered) that the exact search starts from when it beats
+            the heuristic's: a job's checkpoint, so that a re-run goes on from it.
 
     Raises:
         ProfileError: unknown method or objective, a shape the method does not support,
@@ -59,8 +63,12 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     method = resolve_method(method)  # our names, and torch's (solver/solving/method_names.py)
     if method == ZB_LOOP:
         method, layouts = HEURISTIC, loop_layouts(profile, layouts)
+    if start is not None and (method != ILP or not profile.problem.uniform_microbatches):
+        raise ValueError("start is for ilp with equal microbatches (unequal ones choose "
+                         "their order of entry anew)")
     if profile.problem.uniform_microbatches:
-        return solve_in_order(profile, method, objective, exact, on_progress, layouts)
+        return solve_in_order(profile, method, objective, exact, on_progress, layouts,
+                              start)
     # Unequal microbatches (DESIGN.md 6.2): the order of entry is a decision. The
     # heuristic tries the candidate orders and keeps the best; `ilp` refines the
     # heuristic's best order, so its own bound holds for that order of entry (the general

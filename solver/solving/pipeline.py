@@ -35,13 +35,18 @@ from ppsched.solver.solving.refine import ExactOptions, refine, relaxation_first
 
 def solve_in_order(profile: Profile, method: str, objective: str,
                    exact: ExactOptions | None, on_progress: ProgressFn | None,
-                   layouts: tuple[Layout, ...]) -> Schedule:
-    """`solve` for one order of the microbatches: the profile's own."""
+                   layouts: tuple[Layout, ...], start: Schedule | None = None) -> Schedule:
+    """`solve` for one order of the microbatches: the profile's own. `start`: for
+    ``ilp``, a schedule of one of the candidate layouts to refine instead of the
+    heuristic's when it is better (a job's checkpoint, `_better_start`)."""
     began = time.perf_counter()
     candidates = candidate_profiles(profile, method, layouts)
     refined: ExactResult | None = None
     if method in (HEURISTIC, ILP):
         profile, orders, name, value = _best_over_layouts(candidates, objective)
+        if method == ILP and start is not None:
+            profile, orders, name, value = _better_start(
+                candidates, start, objective, (profile, orders, name, value))
         # The heuristic and `ilp` consider every candidate layout: the printed bound
         # holds over all of them (DESIGN.md 6.6).
         bounds = LayoutBounds.of(candidates)
@@ -96,6 +101,26 @@ def _best_over_layouts(candidates: list[Profile], objective: str,
             assert metrics is not None  # fuse_fb keeps only valid orders
             value = metrics.objective(objective)
     return profile, orders, name, value
+
+
+def _better_start(candidates: list[Profile], start: Schedule, objective: str,
+                  best: tuple[Profile, Orders, str, float],
+                  ) -> tuple[Profile, Orders, str, float]:
+    """`start`'s orders on the candidate of its layout when they are valid there and beat
+    `best` (the heuristic's profile, orders, name and objective); else `best`. CP-SAT
+    then starts from them: a job re-run after its replica was lost goes on from its
+    checkpoint instead of from the heuristic again."""
+    layout = layout_of(start.profile)
+    orders = start.orders()
+    for candidate in candidates:
+        if layout_of(candidate) != layout:
+            continue
+        with collector_paused():
+            sim = simulate(candidate.problem, orders)
+        if sim.ok and sim.metrics is not None and \
+                sim.metrics.objective(objective) < best[3] - 1e-9:
+            return candidate, orders, start.method, sim.metrics.objective(objective)
+    return best
 
 
 def _relax_layouts(candidates: list[Profile], answer: Profile, bounds: LayoutBounds,
