@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request, Response
 from ppsched.api.service.config import Settings
@@ -24,12 +24,15 @@ from ppsched.api.service.deps import ServiceState
 from ppsched.api.service.errors import error_body, invalid_schedule_body
 from ppsched.api.service.flight import unless_disconnected
 from ppsched.api.service.schemas import ErrorBody
-from ppsched.solver.model import ProfileError, ScheduleInvalid
+from ppsched.solver.model import ProfileError, ScheduleInvalid, did_you_mean
 from pydantic import BaseModel, ValidationError
 
 # The work a route hands to a worker: the parsed body and the limits in, the response's
 # JSON out (with the id to store it under, for a simulated schedule).
 Work = Callable[[Any, Settings], str | tuple[str, str]]
+Body = TypeVar("Body", bound=BaseModel)
+# The tags pydantic puts in an error's location for the member of a union it tried.
+_UNION_TAGS = frozenset({"int", "float", "str", "list[int]", "none"})
 # What comes back from the worker: (status, JSON body, id to store the body under).
 Answer = tuple[int, str, str | None]
 
@@ -121,3 +124,29 @@ def parse_json(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProfileError("body", "text that is not JSON", f"a JSON object ({exc})") from None
+
+
+def parse_request(model: type[Body], data: Any, shape: str) -> Body:
+    """In a worker process: the decoded body validated as `model`, or a ProfileError for
+    its first error, naming the field (``lengths[4]``, ``cost.a``) as the service's
+    422s do. An unknown field leads, with a "did you mean" over the model's fields (a
+    misspelt field is also a missing one). `shape` says what a body is, for a body that
+    is not an object."""
+    if not isinstance(data, dict):
+        raise ProfileError("body", data, f"a JSON object with {shape}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")[0]
+        named = (error.get("ctx") or {}).get("error")
+        if isinstance(named, ProfileError):  # a validator's own error, its field named
+            raise named from None
+        loc = [x for x in error["loc"] if x not in _UNION_TAGS]
+        field = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc)[1:]
+        accepted = str(error["msg"])
+        if error["type"] == "missing":
+            accepted = "a value (required)"
+        elif error["type"] == "extra_forbidden" and len(loc) == 1:
+            accepted = (did_you_mean(str(loc[0]), model.model_fields)
+                        + "no such field: the fields are " + ", ".join(model.model_fields))
+        raise ProfileError(field or "body", error.get("input"), accepted) from None

@@ -6,7 +6,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
-from ppsched.api.service.bounded import POOLED_ERRORS, request_body, run_bounded
+from ppsched.api.service.bounded import (
+    POOLED_ERRORS,
+    parse_request,
+    request_body,
+    run_bounded,
+)
 from ppsched.api.service.config import Settings
 from ppsched.api.service.deps import State
 from ppsched.api.service.solving import check_profile_limits
@@ -20,7 +25,7 @@ from ppsched.solver.packing import (
     pack,
 )
 from ppsched.solver.solving import ILP
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 router = APIRouter(prefix="/v1", tags=["pack"])
 
@@ -83,23 +88,6 @@ class PackResponse(BaseModel):
     naive: dict[str, Any]
     speedup: float | None = Field(description="Naive step time over ppsched's (null: "
                                   "ppsched's is 0 and naive's is not).")
-
-
-def _parse(body: Any) -> PackRequest:
-    try:
-        return PackRequest.model_validate(body)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = [x for x in error["loc"] if x not in ("int", "list[int]", "none")]
-        field = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc)[1:]
-        if not field:
-            raise ProfileError("body", body if not isinstance(body, dict) else "...",
-                               "a JSON object with lengths, cap, profile (and replicas, "
-                               "microbatches, cost, ...)") from None
-        accepted = "a value (required)" if error["type"] == "missing" else error["msg"]
-        if error["type"] == "extra_forbidden":
-            accepted = "no such field: the fields are " + ", ".join(PackRequest.model_fields)
-        raise ProfileError(field, error.get("input"), accepted) from None
 
 
 def spec_from_request(request: PackRequest, limits: Settings) -> PackSpec:
@@ -171,7 +159,8 @@ def pack_json(data: Any, limits: Settings) -> str:
     Raises:
         ProfileError: a bad field, or one over the service's limits.
     """
-    request = _parse(data)
+    request = parse_request(PackRequest, data, "lengths, cap, profile (and replicas, "
+                            "microbatches, cost, ...)")
     check_profile_limits(request.profile, limits)  # before it is resolved (p, m, v)
     base = _base_profile(request.profile)
     spec = spec_from_request(request, limits)

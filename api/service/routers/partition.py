@@ -9,13 +9,18 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from ppsched.api.partition_record import partition_record, torchtitan_recipe
-from ppsched.api.service.bounded import POOLED_ERRORS, request_body, run_bounded
+from ppsched.api.service.bounded import (
+    POOLED_ERRORS,
+    parse_request,
+    request_body,
+    run_bounded,
+)
 from ppsched.api.service.config import Settings
 from ppsched.api.service.deps import State
 from ppsched.api.service.solving import check_profile_limits
-from ppsched.solver.model import LayerProfile, ProfileError, did_you_mean, parse_layers
+from ppsched.solver.model import LayerProfile, ProfileError, parse_layers
 from ppsched.solver.partition import partition
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 router = APIRouter(prefix="/v1", tags=["partition"])
 
@@ -63,24 +68,6 @@ class PartitionResponse(BaseModel):
                                        "pipeline_parallel_degree.")
 
 
-def _parse(body: Any) -> PartitionRequest:
-    if not isinstance(body, dict):
-        raise ProfileError("body", body, "a JSON object with layers (and memory_limit, "
-                           "num_microbatches, candidates)")
-    for key in body:
-        if key not in PartitionRequest.model_fields:
-            raise ProfileError(key, body[key], did_you_mean(key, PartitionRequest.model_fields)
-                               + "no such field: the fields are "
-                               + ", ".join(PartitionRequest.model_fields))
-    try:
-        return PartitionRequest.model_validate(body)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join(str(x) for x in error["loc"] if x not in ("float", "int"))
-        accepted = "a value (required)" if error["type"] == "missing" else error["msg"]
-        raise ProfileError(field or "body", error.get("input"), accepted) from None
-
-
 def _layers(request: PartitionRequest, limits: Settings) -> LayerProfile:
     """The per-layer profile with the request's changes, within the service's limits;
     its errors name the field under ``layers.``."""
@@ -109,7 +96,8 @@ def partition_json(data: Any, limits: Settings) -> str:
         ProfileError: a bad field, one over the service's limits, or a memory limit no
             cut fits.
     """
-    request = _parse(data)
+    request = parse_request(PartitionRequest, data, "layers (and memory_limit, "
+                            "num_microbatches, candidates)")
     layers = _layers(request, limits)
     try:
         found = partition(layers, budget=request.candidates)
