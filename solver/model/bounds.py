@@ -36,6 +36,8 @@ def lower_bound(problem: Problem) -> float:
         ranks = _longest_trip_ranks(problem)
         bound = max(bound, *(rank_span_bound(problem, r) for r in ranks),
                     *(memory_chain_bound(problem, r) for r in ranks))
+    else:  # the one-chunk bounds above already charge the warm-up (`rank_span_bound`)
+        bound = max(bound, *(warmup_bound(problem, r) for r in range(problem.num_ranks)))
     return bound
 
 
@@ -129,6 +131,52 @@ def rank_span_bound(problem: Problem, rank: int) -> float:
     fits = m if m_b <= 0 else int(limit / m_b + _EPS)
     idle = max(0.0, trip - min(fits, m - 1) * t_f)
     return max(busy, (m - 1) * t_f + cheapest + idle + trip + t_b + t_w)
+
+
+def warmup_bound(problem: Problem, rank: int) -> float:
+    """A lower bound on the span of `rank` in any layout (equal microbatches, no
+    recompute or offload) from its warm-up, where memory caps the forwards.
+
+    Let lo and hi be the rank's lowest and highest stages. Its first op is an F on lo
+    (an F on a later stage of the rank follows its microbatch's F on lo, and B and W
+    follow F), say at s0. Any B of the rank, B(s, j), starts at least the trip after
+    F(lo, j): j's forwards from lo to the last stage, then its backwards from the last
+    stage up to s + 1, with the latency of each boundary between ranks; the least trip is
+    to hi. Until its first B starts, the rank runs only Fs (a W follows its B, an FB or
+    BW holds a B), one at a time and each adding its m_b, nothing freed: only Fs whose
+    m_b fit the limit together (`_forward_work_that_fits`). So the rank idles at least
+    trip - that work, and span >= its op time + that idle. With one chunk per rank
+    `rank_span_bound` charges the same idle and more.
+    """
+    stages = problem.rank_to_stages[rank]
+    lo, hi, last = min(stages), max(stages), problem.num_stages - 1
+    trip = math.fsum([*problem.t_f[lo:], *problem.t_b[hi + 1:],
+                      *(problem.comm(x, x + 1) for x in range(lo, last)),
+                      *(problem.comm(x, x + 1) for x in range(hi, last))])
+    idle = trip - _forward_work_that_fits(problem, stages, problem.memory_limit[rank])
+    return problem.busy_per_rank[rank] + max(0.0, idle)
+
+
+def _forward_work_that_fits(problem: Problem, stages: tuple[int, ...],
+                            limit: float) -> float:
+    """The most F time the stages' Fs (m of each) can hold with their m_b summing to at
+    most `limit`: whole Fs where all are alike, else the fractional knapsack's (an upper
+    bound on the whole one's)."""
+    m = problem.num_microbatches
+    items = sorted(((problem.t_f[s], problem.m_b[s]) for s in stages),
+                   key=lambda x: -x[0] / x[1] if x[1] > 0 else -math.inf)
+    if len(set(items)) == 1:
+        t_f, m_b = items[0]
+        count = len(items) * m if m_b <= 0 or math.isinf(limit) \
+            else min(len(items) * m, int(limit / m_b + _EPS))
+        return count * t_f
+    work, room = 0.0, limit
+    for t_f, m_b in items:
+        if m_b <= 0 or m * m_b <= room:
+            work, room = work + m * t_f, room - m * max(m_b, 0.0)
+            continue
+        return work + room / m_b * t_f  # the fraction of the Fs that fits
+    return work
 
 
 def _frees(k: int, m_b: float, m_w: float, limit: float) -> Iterator[tuple[int, int]]:

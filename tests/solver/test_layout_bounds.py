@@ -70,8 +70,12 @@ def test_the_single_chunk_optimum_is_no_longer_called_optimal() -> None:
     assert schedule.metrics is not None and schedule.solver is not None
     assert schedule.solver.layout == "v" and schedule.metrics.cost < 1309.5
     assert schedule.metrics.lower_bound < schedule.metrics.cost  # a gap, honestly shown
+    # loop2's is its warm-up bound: rank 0 (stages 0 and 8) runs at most the 16 Fs that
+    # fit 8 units (16 * 9.25 = 148) before its first B, B(8, j), which waits for j's 16
+    # forwards and 7 backwards (16 * 9.25 + 7 * 9.05 + 22 boundaries * 0.6 = 224.55):
+    # the op time 1101.6 plus 76.55 idle.
     assert schedule.solver.layout_bounds == pytest.approx(
-        {"1": 1309.5, "v": schedule.metrics.lower_bound, "loop2": 1101.6})
+        {"1": 1309.5, "v": schedule.metrics.lower_bound, "loop2": 1178.15})
 
 
 @pytest.mark.parametrize("limit", [6.0, 12.0])
