@@ -5,7 +5,7 @@ Run: ``python -m benchmarks.v_memory_bounds [--deterministic S] [--out DIR]``.
 
 Below 1p the default solve also cuts the model in V; this prints, for gpt1.5b-p8-m24 and
 the derived gpt14.6b-p16-m48 at 0.25p, 0.5p and 0.75p of their one-chunk limit, the V
-cut's closed-form bound (`ppsched.solver.model.bounds.lower_bound`, blind to memory), the
+cut's closed-form bound (`ppsched.solver.model.bounds.lower_bound`: op time, warm-up), the
 relaxation of ranks 0, p/2 and p - 1 (each CP-SAT run on one worker, limited to S deterministic
 seconds, so the bounds repeat on any load; wall seconds do not) and the V heuristic's
 cost beside the cheapest named V schedule that fits. Every bound holds over every valid
@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             f"placement); {time.perf_counter() - began:.0f} s of wall time in all.\n\n"
             "Memory is a multiple of the one-chunk profile's 1p limit (p * m_b); the V cut "
             "halves each stage's activations. `closed-form bound`: `ppsched.solver.model.bounds."
-            "lower_bound` of the V cut (blind to memory); `relaxation by rank`: "
+            "lower_bound` of the V cut (its busiest rank's op time and the warm-up that "
+            "memory caps); `relaxation by rank`: "
             "`ppsched.solver.exact.v_relaxation` keeping that rank whole with its exact memory "
             "rule "
             f"(CP-SAT, one worker, {args.deterministic:g} deterministic seconds); `bound`: "
