@@ -1,7 +1,9 @@
 """ppsched's packing and ordering against naive packing, over many length draws.
 
-Run: ``python -m benchmarks.packing [--draws 20] [--out DIR]`` (about half an hour with
-``--jobs 2`` on 2 cores).
+Run: ``python -m benchmarks.packing [--draws 20] [--control-draws 10] [--out DIR]`` (about
+an hour with ``--jobs 2`` on 2 idle cores; the p = 4 rows take most of it, since only
+there is a replica's order small enough for the heuristic's local search to run, and the
+real-length rows at p = 4 cost about four times the lognormal ones).
 
 Per draw, distribution, p in {4, 8, 16} and R in {2, 4, 8} replicas: samples are drawn
 until they hold ``R * 2p * cap * 0.85`` tokens (cap 32768, so naive packing makes about
