@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from ppsched.api.service.job_process import run_job
+from ppsched.api.service.worker import body_with_links
 from ppsched.solver.model import Profile, parse_profile
 from ppsched.solver.solving import ExactOptions, solve
 
@@ -77,10 +78,13 @@ def test_start_is_for_ilp_only(searched: tuple[Profile, float, Any], method: str
         solve(profile, method, layouts=ONE, start=exact)
 
 
+@pytest.mark.parametrize("compact", [False, True])
 def test_a_job_rerun_hands_its_checkpoint_to_cpsat(searched: tuple[Profile, float, Any],
-                                                   ) -> None:
+                                                   compact: bool) -> None:
     # The job's process (as the service runs it, in this process): its earlier run
-    # checkpointed CP-SAT's schedule, and this run's budget is too small to find it again.
+    # checkpointed CP-SAT's schedule (stored as the service stores it: with its id and
+    # links, compact ranks where the request asked for them), and this run's budget is
+    # too small to find it again.
     profile, heuristic_cost, exact = searched
     assert exact.metrics is not None and exact.solver is not None
     assert TINY.work_limit is not None
@@ -88,7 +92,10 @@ def test_a_job_rerun_hands_its_checkpoint_to_cpsat(searched: tuple[Profile, floa
             "objective": "cost", "backend": "cpsat", "time_limit_s": 30.0,
             "work_limit": TINY.work_limit, "layouts": "1"}
     ours, theirs = multiprocessing.Pipe()
-    run_job(theirs, spec, "key", 1, resume=(exact.model_dump_json(), exact.metrics.cost))
+    spec["compact"] = compact
+    stored = body_with_links(exact.compact_dump() if compact else
+                             json.loads(exact.model_dump_json()), "s-checkpoint")
+    run_job(theirs, spec, "key", 1, resume=(stored, exact.metrics.cost))
     messages = []
     with contextlib.suppress(EOFError):  # the job closed its end: everything is read
         while True:
