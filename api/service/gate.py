@@ -113,9 +113,10 @@ async def _send_json(send: Send, status: int, body: dict[str, Any],
     await send({"type": "http.response.body", "body": data})
 
 
-def get_caller(request: Request) -> Caller | None:
+async def get_caller(request: Request) -> Caller | None:
     """The request's caller as the gate recorded it (None where the gate let it through
     unnamed: the open paths)."""
+    # async: FastAPI runs a plain `def` dependency in its thread pool (`deps.get_state`).
     caller: Caller | None = getattr(request.state, "caller", None)
     return caller
 

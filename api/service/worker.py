@@ -1,6 +1,7 @@
 """What runs in worker processes: a synchronous solve, the views, and the pieces of a
 job's result (`job_result`; the job's process itself is `job_process.run_job`). Nothing
-here touches the store or the network.
+here touches the network; the one store write is a synchronous solve's schedule into a
+SQLite file (`solve_body`), which spares the service's main process that write.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import threading
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from ppsched.solver.model import ProfileError, Schedule, ScheduleInvalid, parse_profile
@@ -96,18 +98,46 @@ def preload() -> None:
         importlib.import_module(name)
 
 
-def solve_body(spec: dict[str, Any], key: str, cpsat_workers: int) -> tuple[str, Any, str]:
+def solve_body(spec: dict[str, Any], key: str, cpsat_workers: int,
+               store_path: str | None = None) -> tuple[str, Any, str, bool]:
     """Solve one request into the final response body, so that the service's event loop
-    never parses or serialises a schedule: ("ok", body, solver status) with the body the
-    schedule JSON of DESIGN.md section 4 plus its id and links; or ("profile_error",
-    (field, value, accepted), "") or ("invalid", message, "") for what the solver refuses
-    (exceptions with their own arguments do not cross processes whole)."""
+    never parses or serialises a schedule: ("ok", body, solver status, stored) with the
+    body the schedule JSON of DESIGN.md section 4 plus its id and links; or
+    ("profile_error", (field, value, accepted), "", False) or ("invalid", message, "",
+    False) for what the solver refuses (exceptions with their own arguments do not cross
+    processes whole).
+
+    `store_path`: the service's SQLite file (`Store.shared_path`), where the body is
+    written under `key` here, off the main process (its write of a 100 KB body is about
+    half a millisecond of the main process's CPU per request); `stored` says whether it
+    was. Any failure to write leaves it to the service, which meets the same error and
+    answers it as it always has (503 for a busy store)."""
     outcome, payload = solve_json(spec, cpsat_workers)
     if outcome != "ok":
-        return outcome, payload, ""
+        return outcome, payload, "", False
     schedule = json.loads(payload)
     status = str((schedule.get("solver") or {}).get("status", "unknown"))
-    return "ok", body_with_links(schedule, key), status
+    body = body_with_links(schedule, key)
+    return "ok", body, status, store_path is not None and _stored(store_path, key, body)
+
+
+_STORES: dict[str, Any] = {}
+"""This worker's connections to the service's SQLite file, opened at its first write."""
+
+
+def _stored(path: str, key: str, body: str) -> bool:
+    from ppsched.api.service.store.sqlite import SqliteStore
+
+    try:
+        store = _STORES.get(path)
+        if store is None:
+            store = _STORES[path] = SqliteStore(Path(path))
+        store.put_schedule(key, body)
+    except Exception as exc:  # the service writes it, and answers the error if it recurs
+        log.warning("the worker could not store schedule %s (%s: %s); the service will",
+                    key, type(exc).__name__, exc)
+        return False
+    return True
 
 
 def body_with_links(schedule: dict[str, Any], schedule_id: str) -> str:

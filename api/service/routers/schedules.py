@@ -106,9 +106,9 @@ async def solve_now(state: ServiceState, spec: SolveSpec) -> str:
 async def _solve_and_store(state: ServiceState, spec: SolveSpec) -> str:
     # The time budget: the search's own limit, plus the budget for the rest of the call.
     budget = state.settings.call_time_budget_s + spec.time_limit_s
-    outcome, payload, status = await state.pool.run(solve_body, spec.to_dict(), spec.key,
-                                                    state.settings.cpsat_workers,
-                                                    timeout_s=budget)
+    outcome, payload, status, stored = await state.pool.run(
+        solve_body, spec.to_dict(), spec.key, state.settings.cpsat_workers,
+        state.store.shared_path, timeout_s=budget)
     if outcome == "profile_error":
         state.metrics.solves.labels(spec.method, "rejected").inc()
         field, value, accepted = payload
@@ -116,7 +116,8 @@ async def _solve_and_store(state: ServiceState, spec: SolveSpec) -> str:
     if outcome != "ok":
         state.metrics.solves.labels(spec.method, "error").inc()
         raise SolverError(f"the solver made an invalid schedule (a bug): {payload}")
-    await asyncio.to_thread(state.store.put_schedule, spec.key, payload)
+    if not stored:  # a SQLite file is written by the worker (`solve_body`)
+        await asyncio.to_thread(state.store.put_schedule, spec.key, payload)
     state.metrics.solves.labels(spec.method, status).inc()
     return str(payload)
 

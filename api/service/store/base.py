@@ -92,6 +92,13 @@ class Store:
     _db: Any
     _lock: threading.Lock
 
+    @property
+    def shared_path(self) -> str | None:
+        """A file another process may open to write this store itself (`SqliteStore`'s
+        file), None where it cannot (an in-memory database; PostgreSQL, whose pool and
+        outage handling stay in the service)."""
+        return None
+
     def _execute(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
         """Run one statement of the shared SQL on `_db`: (its rows, its row count)."""
         raise NotImplementedError

@@ -42,6 +42,10 @@ class SqliteStore(Store):
                     run(f"ALTER TABLE jobs ADD COLUMN {name} {kind}", ())
             run(TENANT_INDEX, ())
 
+    @property
+    def shared_path(self) -> str | None:
+        return None if str(self.path) == ":memory:" else str(self.path)
+
     def _execute(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
         try:
             cursor = self._db.execute(sql, tuple(params))
