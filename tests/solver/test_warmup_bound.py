@@ -15,8 +15,10 @@ from ppsched.solver.model.bounds import lower_bound, warmup_bound
 from ppsched.solver.model.ops import Op
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import parse_profile
-from ppsched.solver.sim.simulator import memory_delta, simulate
+from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.layouts import with_chunks
+
+from tests.solver.test_v_relaxation import _extensions
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 # More combinations of rank orders than this are left out (seconds each on one core).
@@ -29,37 +31,15 @@ def _rank_orders(problem: Problem, rank: int) -> list[list[Op]]:
     its F and each W after its B (any other order deadlocks), within the memory limit."""
     stages = problem.rank_to_stages[rank]
     lo, hi = min(stages), max(stages)
-    ops = [Op(kind, s, j) for s in stages for j in range(problem.num_microbatches)
-           for kind in "FBW"]
-
-    def ready(op: Op, done: set[Op]) -> bool:
-        if op.kind == "F":
-            return op.stage == lo or Op("F", lo, op.microbatch) in done
-        if op.kind == "B":
-            return Op("F", op.stage, op.microbatch) in done and (
-                op.stage == hi or Op("B", hi, op.microbatch) in done)
-        return Op("B", op.stage, op.microbatch) in done
-
-    found: list[list[Op]] = []
-
-    def extend(order: list[Op], done: set[Op], held: float) -> None:
-        if len(order) == len(ops):
-            found.append(list(order))
-            return
-        for op in ops:
-            if op in done or not ready(op, done):
-                continue
-            after = held + memory_delta(problem, op)
-            if after > problem.memory_limit[rank] + 1e-9:
-                continue
-            done.add(op)
-            order.append(op)
-            extend(order, done, after)
-            order.pop()
-            done.discard(op)
-
-    extend([], set(), 0.0)
-    return found
+    before: dict[Op, list[Op]] = {}
+    for s in stages:
+        for j in range(problem.num_microbatches):
+            before[Op("F", s, j)] = [] if s == lo else [Op("F", lo, j)]
+            before[Op("B", s, j)] = [Op("F", s, j), *([] if s == hi else [Op("B", hi, j)])]
+            before[Op("W", s, j)] = [Op("B", s, j)]
+    # The orders the dependencies allow within the limit: the enumeration of the V
+    # relaxation's exhaustive tests (as `test_cpsat_shared` uses it).
+    return list(_extensions(list(before), before, problem, rank))
 
 
 def _least_spans(problem: Problem) -> list[float] | None:
