@@ -5,12 +5,11 @@ limit from 0.25p to 2p (multiples of the profile's 1p limit, ``p * m_b``) it rec
 
 - the single-chunk heuristic (``--layouts 1``);
 - the best heuristic over the layouts 1 and V (``--layouts 1,v``);
-- ``--method ilp`` as the product runs it by default (from the best heuristic of the
-  layouts `solve` considers: the V cut joins below 1F1B's memory), with CP-SAT on one
-  worker, seed 0, and a limit in CP-SAT's *deterministic* time (10, and 60 on the first
-  profile only), so that every figure repeats exactly whatever the machine's load; above
-  `solver.solve.LNS_MIN_OPS` ops the window search runs a fixed number of windows, each
-  limited by deterministic time;
+- ``--method ilp --work-limit 10`` (and ``60`` on the first profile only) as the product
+  refines (`ppsched.solver.solving.refine`, from the best heuristic of the layouts the
+  default solve considers), with CP-SAT on one worker, seed 0: the whole search shares
+  that budget of CP-SAT's *deterministic* time, so every figure repeats exactly whatever
+  the machine's load;
 - the general lower bound (over every schedule, one chunk).
 
 Writes ``benchmarks/results/bubble_memory.{md,csv,png}``.
@@ -23,15 +22,14 @@ import csv
 import time
 from pathlib import Path
 
-from ppsched.solver.exact.cpsat import solve_cpsat_phased
 from ppsched.solver.exact.frame import ExactResult
-from ppsched.solver.exact.lns import WINDOW_SECONDS, solve_lns
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.profile import Profile, load_profile
 from ppsched.solver.solving.layouts import default_layouts, layout_name
 from ppsched.solver.solving.pipeline import heuristic_orders
-from ppsched.solver.solving.refine import LNS_MIN_OPS
+from ppsched.solver.solving.refine import ExactOptions
+from ppsched.solver.solving.refine import refine as solving_refine
 
 from benchmarks.bubble_table import with_limit_multiple
 from benchmarks.markdown_table import markdown_table
@@ -67,12 +65,10 @@ def best_heuristic(profile: Profile, layouts: tuple) -> tuple[Profile, list, flo
 
 
 def refine(profile: Profile, orders: list, budget: float) -> ExactResult:
-    problem = profile.problem
-    if 3 * problem.num_stages * problem.num_microbatches > LNS_MIN_OPS:
-        return solve_lns(problem, orders, workers=1, seed=0,
-                         max_windows=max(1, round(budget / WINDOW_SECONDS)))
-    return solve_cpsat_phased(problem, orders, time_limit_s=100 * budget + 60, workers=1,
-                              seed=0, deterministic_s=budget)
+    """`--method ilp --work-limit budget` from `orders`, as the product refines (CP-SAT on
+    one worker, seed 0): the budget is the whole search's deterministic time."""
+    return solving_refine(profile, orders, "cost",
+                          ExactOptions(workers=1, seed=0, work_limit=budget))
 
 
 def main() -> None:
@@ -145,11 +141,12 @@ def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
         "",
         "Memory is a multiple of the profile's 1p limit (p * m_b). `heuristic`: one stage "
         "per rank; `layouts 1,v`: the best of one chunk and the V cut; `ilp 10` / `ilp 60`: "
-        "`--method ilp` from the best heuristic of the layouts the default solve considers "
-        "(the V cut joins below 1F1B's memory), CP-SAT on one worker, seed 0, limited by "
-        "10 / 60 s of CP-SAT's deterministic time (not wall time: the figures repeat on any "
-        "load); above 12,000 ops the window search (lns) runs 5 / 30 windows. ILP 60 only "
-        "for the first profile (CPU shared with seven engineers). Bubble rate is "
+        "`--method ilp --work-limit 10` / `60` as the product refines "
+        "(`ppsched.solver.solving.refine`) from the best heuristic of the layouts the "
+        "default solve considers, CP-SAT on one worker, seed 0: the whole search (relaxation, "
+        "phases, windows) shares 10 / 60 units of CP-SAT's deterministic time (not wall "
+        "time: the figures repeat on any load). ILP 60 only for the first profile. "
+        "Bubble rate is "
         "(cost - busiest rank's op time) / cost; `lower bound` holds over every "
         "schedule (one chunk).",
     ]
