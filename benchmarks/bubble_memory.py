@@ -10,7 +10,8 @@ limit from 0.25p to 2p (multiples of the profile's 1p limit, ``p * m_b``) it rec
   default solve considers), with CP-SAT on one worker, seed 0: the whole search shares
   that budget of CP-SAT's *deterministic* time, so every figure repeats exactly whatever
   the machine's load;
-- the general lower bound (over every schedule, one chunk).
+- the general lower bound over every one-chunk schedule, and the one `solve` prints:
+  over every schedule of every layout the default solve considers.
 
 Writes ``benchmarks/results/bubble_memory.{md,csv,png}``.
 """
@@ -26,7 +27,8 @@ from ppsched.solver.exact.frame import ExactResult
 from ppsched.solver.model.bounds import lower_bound
 from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.profile import Profile, load_profile
-from ppsched.solver.solving.layouts import default_layouts, layout_name
+from ppsched.solver.solving.layout_bounds import LayoutBounds, layout_of
+from ppsched.solver.solving.layouts import DEFAULT_LAYOUTS, default_layouts, layout_name
 from ppsched.solver.solving.pipeline import heuristic_orders
 from ppsched.solver.solving.refine import ExactOptions
 from ppsched.solver.solving.refine import refine as solving_refine
@@ -52,16 +54,28 @@ DERIVED = ("gpt6.2b", "gpt14.6b")
 def best_heuristic(profile: Profile, layouts: tuple) -> tuple[Profile, list, float, str]:
     """The best heuristic schedule over `layouts`: (profile, orders, cost, layout name)."""
     best = None
-    for layout in layouts:
-        try:
-            cut = with_chunks(profile, *layout)
-        except ValueError:
-            continue
+    for cut in cuts(profile, layouts):
         orders, _, value = heuristic_orders(cut.problem)
         if best is None or value < best[2] - 1e-9:
-            best = (cut, orders, value, layout_name(layout))
+            best = (cut, orders, value, layout_of(cut))
     assert best is not None
     return best
+
+
+def cuts(profile: Profile, layouts: tuple) -> list[Profile]:
+    """`profile` cut in each of `layouts` that it admits."""
+    out = []
+    for layout in layouts:
+        try:
+            out.append(with_chunks(profile, *layout))
+        except ValueError:
+            continue
+    return out
+
+
+def bubble(cost: float, busy: float) -> float:
+    """(cost - busiest rank's op time) / cost, rounded; 0.0, not -0.0, where they meet."""
+    return round((cost - busy) / cost, 4) + 0.0
 
 
 def refine(profile: Profile, orders: list, budget: float) -> ExactResult:
@@ -116,8 +130,14 @@ def main() -> None:
                                                    4),
                             f"{key} status": f"{result.status} ({chosen}, {result.backend})"})
                 print(name, multiple, key, row[key], row[f"{key} status"], flush=True)
-            row["lower bound"] = round(lower_bound(problem), 1)
-            row["bound bubble"] = round((row["lower bound"] - busy) / row["lower bound"], 4)  # type: ignore[operator]
+            single_bound = lower_bound(problem)
+            row["lower bound"] = round(single_bound, 1)
+            row["bound bubble"] = bubble(single_bound, busy)
+            # What `solve` prints: over every schedule of every layout it considers.
+            considered = cuts(profile, default_layouts(profile, "ilp"))
+            layouts_bound = LayoutBounds.of(considered).overall()
+            row["layouts bound"] = round(layouts_bound, 1)
+            row["layouts bound bubble"] = bubble(layouts_bound, busy)
             rows.append(row)
     wall = time.perf_counter() - began
     write(rows, profiles, wall, started, args.quick)
@@ -133,6 +153,7 @@ def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
         writer.writeheader()
         writer.writerows(rows)
     derived = [p for p in profiles if p.startswith(DERIVED)]
+    names = ", ".join(layout_name(layout) for layout in DEFAULT_LAYOUTS)
     lines = [
         *result_header(command_line("benchmarks.bubble_memory"), started=started,
                        budget="deterministic (CP-SAT work limits of 10 / 60)"),
@@ -148,7 +169,9 @@ def write(rows: list[dict[str, object]], profiles: tuple[str, ...], wall: float,
         "time: the figures repeat on any load). ILP 60 only for the first profile. "
         "Bubble rate is "
         "(cost - busiest rank's op time) / cost; `lower bound` holds over every "
-        "schedule (one chunk).",
+        "one-chunk schedule, `layouts bound` over every schedule of every layout the "
+        f"default solve considers ({names}; closed forms, as `ppsched solve` prints it "
+        "without `--method ilp`).",
     ]
     if derived:
         lines += ["", f"The {', '.join(derived)} profiles are derived from the paper's "
@@ -169,7 +192,8 @@ def plot(rows: list[dict[str, object]], profiles: tuple[str, ...], path: Path) -
     series = (("heuristic bubble", "heuristic, 1 chunk", "C0"),
               ("layouts bubble", "heuristic, 1 or V", "C1"),
               ("ilp 10 bubble", "ilp, 10 det. s", "C2"), ("ilp 60 bubble", "ilp, 60 det. s", "C3"),
-              ("bound bubble", "lower bound (1 chunk)", "C4"))
+              ("bound bubble", "lower bound (1 chunk)", "C4"),
+              ("layouts bound bubble", "lower bound (layouts)", "C5"))
     for ax, name in zip(axes[0], profiles, strict=True):
         mine = [r for r in rows if r["config"] == name]
         x = [float(str(r["memory"]).rstrip("p")) for r in mine]
