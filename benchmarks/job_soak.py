@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import tempfile
@@ -33,10 +32,10 @@ from typing import Any
 
 import httpx
 
+from benchmarks.process_tree import tree_cpu_s
 from benchmarks.result_header import command_line, result_header, start
 from benchmarks.service_load import (
     _free_port,
-    family,
     start_server,
     stop_server,
     tree_rss_mb,
@@ -83,21 +82,6 @@ def job_bodies(count: int) -> list[dict[str, Any]]:
     profile = json.loads(PROFILE.read_text())
     return [{"profile": {**profile, "memory_limit": round(8.0 + 0.001 * i, 3)},
              "method": "heuristic"} for i in range(count)]
-
-
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) of a process and its descendants (Linux /proc): each
-    live one's own and that of the children it has reaped, so a job's process counts
-    once it ends (the fork server reaps the jobs it forked)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for member in family(pid):
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(fields[i]) for i in (11, 12, 13, 14))
-    return total / ticks
 
 
 async def soak(url: str, server: subprocess.Popen[bytes], method: str, count: int,

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.process_tree import tree_cpu_s
+
 ROOT = Path(__file__).resolve().parent.parent
 
 BUDGETS = ("deterministic", "wall")
@@ -61,39 +63,11 @@ def start() -> Started:
 
 
 def _cpu_s() -> float:
-    """This process's CPU seconds, its reaped children's, and those of its descendants
-    still alive: a benchmark that writes its header inside a process pool's block
-    (`benchmarks.ilp_layouts`) has not reaped its workers yet, and `os.times` alone then
-    reports the parent's fraction of a second, which `benchmarks.freshness` would take
-    for a short run."""
-    times = os.times()
-    return (times.user + times.system + times.children_user + times.children_system
-            + _live_descendants_cpu_s())
-
-
-def _live_descendants_cpu_s(pid: int | None = None) -> float:
-    """User + system CPU seconds of the live descendants of `pid` (default: this
-    process), from Linux's /proc; 0.0 where /proc does not say."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for child in _children(os.getpid() if pid is None else pid):
-        try:
-            # Fields 14 and 15 (utime, stime) come after the parenthesised command name.
-            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # it ended meanwhile: then it is counted as a reaped child, or lost
-        total += (int(fields[11]) + int(fields[12])) / tick + _live_descendants_cpu_s(child)
-    return total
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
+    """The CPU seconds of this process and its descendants, reaped or alive: a benchmark
+    that writes its header inside a process pool's block (`benchmarks.ilp_layouts`) has
+    not reaped its workers yet, and `os.times` alone then reports the parent's fraction
+    of a second, which `benchmarks.freshness` would take for a short run."""
+    return tree_cpu_s(os.getpid())
 
 
 def commit(root: Path = ROOT) -> str:

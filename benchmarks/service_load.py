@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.process_tree import family
 from benchmarks.result_header import command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,25 +119,6 @@ async def wait_healthy(client: httpx.AsyncClient, server: subprocess.Popen[bytes
         if time.monotonic() > deadline:
             raise RuntimeError(f"the server did not answer /healthz in {timeout_s:g} s")
         await asyncio.sleep(0.1)
-
-
-def family(pid: int) -> set[int]:
-    """A process and all its live descendants (Linux /proc)."""
-    parent_of: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            # The command name (field 2) may hold spaces; ppid is the 2nd field after it.
-            parent_of[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    family, grew = {pid}, True
-    while grew:
-        kids = {child for child, parent in parent_of.items() if parent in family}
-        grew = not kids <= family
-        family |= kids
-    return family
 
 
 def tree_rss_mb(pid: int) -> float:
