@@ -56,3 +56,15 @@ def test_plots_need_more_than_one_x_value(tmp_path: Path) -> None:
     names = sorted(p.name for p in written)
     assert names == ["bubble_vs_memory.png", "bubble_vs_memory.svg", "speedup_heatmap.png",
                      "speedup_heatmap.svg"]
+
+
+def test_plots_of_the_same_rows_are_byte_identical(tmp_path: Path) -> None:
+    # Plots kept in git (docs/sweep-zb/) must change only when their data does: no date,
+    # and SVG element ids from a fixed salt (matplotlib's default salt is a fresh uuid4).
+    first = write_plots(ROWS, tmp_path / "first")
+    second = write_plots(ROWS, tmp_path / "second")
+    assert [p.name for p in first] == [p.name for p in second]
+    assert any(p.suffix == ".svg" for p in first)
+    changed = [a.name for a, b in zip(first, second, strict=True)
+               if a.read_bytes() != b.read_bytes()]
+    assert not changed, f"plots that differ between two runs of the same rows: {changed}"
