@@ -55,6 +55,10 @@ class Started:
     """CPU seconds so far, this process and its waited-for children."""
     commit: str = "unknown"
     """`commit` when the run began: the code it loaded."""
+    of_a_copy: bool = False
+    """The run measured a copy made at its start (`benchmarks.two_commands`' clone of
+    `commit`), which nothing done to this checkout afterwards reaches: its header names
+    `commit` as it is, never ``+dirty`` for a change committed here meanwhile."""
 
 
 def start() -> Started:
@@ -90,6 +94,8 @@ def commit(root: Path = ROOT) -> str:
 def _run_commit(started: Started, root: Path = ROOT) -> str:
     """The commit a run measured: the one it began on, ``+dirty`` when measured code changed
     before it wrote (a commit of results alone, between two benchmarks, changes nothing)."""
+    if started.of_a_copy:
+        return started.commit
     now = commit(root)
     if started.commit == now or "unknown" in (started.commit, now):
         return now

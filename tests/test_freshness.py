@@ -295,3 +295,16 @@ def test_a_run_records_the_commit_it_began_on_unless_measured_code_moved(repo: P
     (repo / "solver" / "core.py").write_text("X = 4\n")
     assert commit(repo).endswith("+dirty")
     assert _run_commit(Started(0.0, 0.0, commit(repo)), repo).endswith("+dirty")
+
+
+def test_a_run_of_a_copy_names_the_copys_commit_whatever_the_checkout_does(
+        repo: Path) -> None:
+    # benchmarks.two_commands measures a clone made at its start: code committed in the
+    # checkout during its run reaches neither the clone nor its header.
+    from benchmarks.result_header import _run_commit, commit
+
+    cloned = commit(repo)
+    _commit(repo, "solver/core.py", "X = 3\n")
+    (repo / "solver" / "other.py").write_text("Y = 2\n")  # and left uncommitted
+    assert _run_commit(Started(0.0, 0.0, cloned), repo).endswith("+dirty")
+    assert _run_commit(Started(0.0, 0.0, cloned, of_a_copy=True), repo) == cloned
