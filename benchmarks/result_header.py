@@ -52,7 +52,7 @@ class Started:
     load: float
     """The 1-minute load average."""
     cpu: float
-    """CPU seconds so far, this process and its waited-for children."""
+    """CPU seconds so far, this process and its descendants, reaped or alive (`_cpu_s`)."""
     commit: str = "unknown"
     """`commit` when the run began: the code it loaded."""
     of_a_copy: bool = False
