@@ -27,7 +27,7 @@ PATHS = frozenset({"/v1/schedules", "/v1/schedules/"})
 _CONTENT_TYPE = b"content-type"
 
 
-def _digest(scope: Scope, body: bytes) -> bytes:
+def digest_of(scope: Scope, body: bytes) -> bytes:
     """What identifies a request's answer: its bytes, its content type, and the ids'
     namespace of its caller (with API keys, each tenant's schedule ids are its own: the
     same bytes from two tenants are two keys; the gate puts the caller in the state)."""
@@ -60,7 +60,7 @@ class AnswerMemo:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        digest = _digest(scope, body)
+        digest = digest_of(scope, body)
         if not more and await self._answered(scope, send, digest):
             return
         replayed = False

@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 
 from ppsched.api.service.errors import ClientGone
 from starlette.requests import Request
+from starlette.types import Receive
 
 T = TypeVar("T")
 
@@ -58,11 +59,16 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 
     Raises:
         ClientGone: the client went away (nobody reads the answer)."""
+    return await unless_gone(request.receive, work)
+
+
+async def unless_gone(receive: Receive, work: Awaitable[T]) -> T:
+    """`unless_disconnected` for an ASGI app's `receive`, once the body is read."""
     task = asyncio.ensure_future(work)
 
     async def disconnected() -> None:
         # The body is read: the next message the server has for us is the disconnect.
-        while (await request.receive())["type"] != "http.disconnect":
+        while (await receive())["type"] != "http.disconnect":
             pass
 
     watcher = asyncio.ensure_future(disconnected())

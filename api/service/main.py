@@ -41,6 +41,7 @@ from ppsched.api.service.routers import (
     static,
 )
 from ppsched.api.service.routers import pack as pack_router
+from ppsched.api.service.schedule_fast_path import ScheduleFastPath
 from ppsched.api.service.store import open_store
 from ppsched.api.service.store_errors import count_errors
 from ppsched.api.service.tenants import Tenants
@@ -102,7 +103,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     app.include_router(pack_router.router)  # POST /v1/pack (issue 13)
     install_error_handlers(app)
-    # Innermost: a repeated POST /v1/schedules answered from the store unparsed.
+    # Innermost: a new POST /v1/schedules parsed and solved in a worker from its bytes;
+    # then a repeated one answered from the store unparsed.
+    app.add_middleware(ScheduleFastPath, state=state, handlers=app.exception_handlers)
     app.add_middleware(AnswerMemo, state=state)
     app.add_middleware(metrics.asgi)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

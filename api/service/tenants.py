@@ -212,8 +212,14 @@ class ScopedSpec(SolveSpec):
 
 def scoped(spec: SolveSpec, caller: Caller | None) -> SolveSpec:
     """`spec` with ids in the caller's tenant's own namespace (unchanged in open mode)."""
-    if caller is None or not caller.scope:
+    return scoped_by(spec, caller.scope if caller is not None else b"")
+
+
+def scoped_by(spec: SolveSpec, scope: bytes) -> SolveSpec:
+    """`spec` with ids in the namespace of a caller's `scope` (`Caller.scope`; empty: the
+    open mode's)."""
+    if not scope:
         return spec
     values = {f.name: getattr(spec, f.name) for f in fields(SolveSpec)}
-    return ScopedSpec(**values, scope=caller.scope)
+    return ScopedSpec(**values, scope=scope)
 

@@ -1,7 +1,8 @@
 """What runs in worker processes: a synchronous solve, the views, and the pieces of a
 job's result (`job_result`; the job's process itself is `job_process.run_job`). Nothing
-here touches the network; the one store write is a synchronous solve's schedule into a
-SQLite file (`solve_body`), which spares the service's main process that write.
+here touches the network; the store is touched only in a SQLite file, where a
+synchronous solve's schedule is looked up and written (`solve_body`,
+`schedule_fast_path.answer_request`), which spares the service's main process both.
 """
 
 from __future__ import annotations
@@ -14,10 +15,19 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ppsched.solver.model import ProfileError, Schedule, ScheduleInvalid, parse_profile
+from ppsched.solver.model import (
+    Profile,
+    ProfileError,
+    Schedule,
+    ScheduleInvalid,
+    parse_profile,
+)
 from ppsched.solver.solving import ExactOptions, Layout, parse_layouts, solve
+
+if TYPE_CHECKING:
+    from ppsched.api.service.store.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +95,8 @@ def serve_calls(conn: Connection) -> None:
 
 
 # The modules whose functions the pool runs (the bounded routes' work, the solver).
-PRELOADED = ("ppsched.api.service.bounded", "ppsched.api.service.routers.pack",
+PRELOADED = ("ppsched.api.service.bounded", "ppsched.api.service.schedule_fast_path",
+             "ppsched.api.service.routers.pack",
              "ppsched.api.service.routers.advise", "ppsched.api.service.routers.checks",
              "ppsched.solver.solving", "ppsched.solver.render")
 
@@ -112,7 +123,14 @@ def solve_body(spec: dict[str, Any], key: str, cpsat_workers: int,
     half a millisecond of the main process's CPU per request); `stored` says whether it
     was. Any failure to write leaves it to the service, which meets the same error and
     answers it as it always has (503 for a busy store)."""
-    outcome, payload = solve_json(spec, cpsat_workers)
+    return finished_body(solve_json(spec, cpsat_workers), key, store_path)
+
+
+def finished_body(solved: tuple[str, Any], key: str,
+                  store_path: str | None) -> tuple[str, Any, str, bool]:
+    """`solve_body`'s answer from `solve_json`'s: the body with its id and links, written
+    into the SQLite file at `store_path` when one is given."""
+    outcome, payload = solved
     if outcome != "ok":
         return outcome, payload, "", False
     schedule = json.loads(payload)
@@ -121,18 +139,24 @@ def solve_body(spec: dict[str, Any], key: str, cpsat_workers: int,
     return "ok", body, status, store_path is not None and _stored(store_path, key, body)
 
 
-_STORES: dict[str, Any] = {}
+_STORES: dict[str, SqliteStore] = {}
 """This worker's connections to the service's SQLite file, opened at its first write."""
 
 
-def _stored(path: str, key: str, body: str) -> bool:
+def shared_store(path: str) -> SqliteStore:
+    """This worker's connection to the service's SQLite file at `path`, opened at its
+    first use (a `SqliteStore`)."""
     from ppsched.api.service.store.sqlite import SqliteStore
 
+    store = _STORES.get(path)
+    if store is None:
+        store = _STORES[path] = SqliteStore(Path(path))
+    return store
+
+
+def _stored(path: str, key: str, body: str) -> bool:
     try:
-        store = _STORES.get(path)
-        if store is None:
-            store = _STORES[path] = SqliteStore(Path(path))
-        store.put_schedule(key, body)
+        shared_store(path).put_schedule(key, body)
     except Exception as exc:  # the service writes it, and answers the error if it recurs
         log.warning("the worker could not store schedule %s (%s: %s); the service will",
                     key, type(exc).__name__, exc)
@@ -181,6 +205,15 @@ def solve_json(spec: dict[str, Any], cpsat_workers: int) -> tuple[str, Any]:
     solver refuses."""
     try:
         profile = parse_profile(spec["profile"])
+    except ProfileError as exc:
+        return "profile_error", (exc.field, _plain(exc.value), exc.accepted)
+    return solve_profile_json(profile, spec, cpsat_workers)
+
+
+def solve_profile_json(profile: Profile, spec: dict[str, Any],
+                       cpsat_workers: int) -> tuple[str, Any]:
+    """`solve_json` for a profile already parsed from ``spec["profile"]``."""
+    try:
         options = ExactOptions(backend=spec["backend"], time_limit_s=spec["time_limit_s"],
                                work_limit=spec.get("work_limit"), workers=cpsat_workers)
         schedule = solve(profile, spec["method"], spec["objective"], exact=options,
