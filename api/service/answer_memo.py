@@ -18,8 +18,9 @@ import hashlib
 from collections import OrderedDict
 from typing import Any
 
+from ppsched.api.service.asgi_body import read_whole, replayed
 from ppsched.api.service.response_status import StatusRecorder
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 ANSWER_KEY = "schedule_answer"
 """Request-state key: (content key, X-Ppsched-Warning value or None), set by the route."""
@@ -52,32 +53,14 @@ class AnswerMemo:
                 scope["path"] not in PATHS:
             await self.app(scope, receive, send)
             return
-        chunks, more, message = [], True, None
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+        body, cut = await read_whole(receive)  # cut: the client went away mid-body
         digest = digest_of(scope, body)
-        if not more and await self._answered(scope, send, digest):
+        if cut is None and await self._answered(scope, send, digest):
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                if more and message is not None:  # the client went away mid-body
-                    return message
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
         answered = StatusRecorder(send)
-        await self.app(scope, replay, answered)
+        await self.app(scope, replayed(body, cut, receive), answered)
         answer = scope.get("state", {}).get(ANSWER_KEY)
-        if answer is not None and answered.status in (200, 202) and not more:
+        if answer is not None and answered.status in (200, 202) and cut is None:
             self._route = scope.get("route", self._route)  # the router's match, kept
             self._memo[digest] = answer
             if len(self._memo) > self.size:

@@ -27,6 +27,7 @@ import json
 from typing import Any
 
 from ppsched.api.service.answer_memo import ANSWER_KEY, digest_of
+from ppsched.api.service.asgi_body import read_whole, replayed
 from ppsched.api.service.config import Settings
 from ppsched.api.service.flight import SingleFlight, unless_gone
 from ppsched.api.service.routers.schedules import WARNING_HEADER, router
@@ -37,7 +38,7 @@ from ppsched.api.service.worker import finished_body, shared_store, solve_profil
 from ppsched.solver.model import shape_warnings
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 PATH = router.prefix
 # The route this path stands in for: the router's match, which the metrics label by.
@@ -105,16 +106,9 @@ class ScheduleFastPath:
                 or not _is_json(scope) or self.state.store.shared_path is None:
             await self.app(scope, receive, send)
             return
-        chunks, more, message = [], True, None
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        if more:  # the client went away mid-body: the route meets it as before
-            await self.app(scope, _replay(body, message, receive), send)
+        body, cut = await read_whole(receive)
+        if cut is not None:  # the client went away mid-body: the route meets it as before
+            await self.app(scope, replayed(body, cut, receive), send)
             return
         caller = (scope.get("state") or {}).get("caller")
         secret = bytes(getattr(caller, "scope", b"") or b"")
@@ -126,7 +120,7 @@ class ScheduleFastPath:
             await self._answer_error(scope, receive, send, exc)
             return
         if reply == ROUTE:
-            await self.app(scope, _replay(body, None, receive), send)
+            await self.app(scope, replayed(body, None, receive), send)
             return
         hit = reply[0] == "hit"
         key, warning, text = reply[1], reply[2], reply[3]
@@ -172,20 +166,3 @@ def _is_json(scope: Scope) -> bool:
     other bodies go to the route, which answers them."""
     value = next((v for k, v in scope["headers"] if k == b"content-type"), None)
     return value is not None and value.split(b";", 1)[0].strip().lower() == b"application/json"
-
-
-def _replay(body: bytes, last: Message | None, receive: Receive) -> Receive:
-    """A `receive` that gives the app the body read here (or the message that ended it
-    early), then the connection's own messages."""
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            if last is not None:
-                return last
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
