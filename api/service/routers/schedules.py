@@ -71,6 +71,9 @@ async def create_schedule(request: ScheduleRequest, state: State, http: Request,
     """Solve `profile` with `method`. A repeated request is answered from the store; a
     request over the synchronous budget (more ops than PPSCHED_MAX_SYNC_OPS, or an ilp
     time limit over the ceiling) becomes a job (202, Location: /v1/jobs/{id})."""
+    # On a SQLite file, `schedule_fast_path` answers in a worker what this route would
+    # answer 200, before it runs: the route answers the rest (invalid requests, jobs,
+    # the solver's refusals) and every request on PostgreSQL. Keep the two alike.
     spec, profile = spec_and_profile(request, state.settings)  # the profile parsed once
     # With API keys, ids are the tenant's own (tenants.ScopedSpec).
     spec = scoped(spec, caller)
