@@ -50,6 +50,21 @@ PROFILE_OPERATIONS = ("POST /v1/schedules", "POST /v1/jobs", "POST /v1/simulate"
                       "POST /v1/validate")
 
 
+# Where a schema-valid body is refused (422) by design, and a schema-invalid one read:
+# rules across fields that the schema does not state (host_bandwidth and offload_ratio,
+# one way to size the copies; a memory limit below what any cut needs; a pack's fit of
+# fewer than two lengths; a microbatch_order that is no permutation; a schedule that
+# breaks DESIGN.md's contract), and the schedule model reading 0/1 for false/true.
+# Measured with both checks on every operation (derandomized, schemathesis 4.32): only
+# these failed them; every other operation passes both, and is held to them.
+RULES_BEYOND_THE_SCHEMA = {
+    positive_data_acceptance: frozenset({
+        "POST /v1/schedules", "POST /v1/jobs", "POST /v1/advise", "POST /v1/pack",
+        "POST /v1/partition", "POST /v1/simulate", "POST /v1/validate"}),
+    negative_data_rejection: frozenset({"POST /v1/simulate", "POST /v1/validate"}),
+}
+
+
 @pytest.mark.slow
 @schema.parametrize()
 @hypothesis.settings(max_examples=25, deadline=None, derandomize=True)
@@ -57,13 +72,12 @@ def test_no_server_errors_and_json_error_bodies(case: Any, fuzz_server: Server) 
     response = case.call(base_url=fuzz_server.url, timeout=30)
     CALLED[case.operation.label] += 1
     REACHED[case.operation.label] += response.status_code not in SCHEMA_REFUSALS
-    # Every check but the two that hold a schema to every rule of the service: a
-    # schedule that breaks DESIGN.md's contract, a sample longer than the cap, a layout
-    # the profile cannot take are schema-valid and refused (422) by design, and the
-    # schedule model reads 0/1 for false/true. Status codes, headers, content types,
-    # response schemas and no 5xx are all checked.
-    case.validate_response(response, excluded_checks=[positive_data_acceptance,
-                                                      negative_data_rejection])
+    # Every check, but on the operations named below the two that hold a schema to
+    # every rule of the service. Status codes, headers, content types, response schemas
+    # and no 5xx are checked everywhere.
+    excluded = [check for check, operations in RULES_BEYOND_THE_SCHEMA.items()
+                if case.operation.label in operations]
+    case.validate_response(response, excluded_checks=excluded)
     if response.status_code >= 400:
         content_type = response.headers["content-type"][0]  # headers: name -> values
         assert content_type.startswith("application/json"), response.text
