@@ -161,14 +161,16 @@ def with_policies(problem: Problem, compute: Orders, policy: dict[tuple[int, int
     program reaches it, so that op triggers the reload, as late as it can be.
     """
     t_reload = policy_fields(problem).t_reload
+    offloaded: list[list[tuple[int, int]]] = [[] for _ in compute]
+    for (s, j), choice in policy.items():
+        if choice == OFFLOAD:
+            offloaded[problem.stage_to_rank[s]].append((s, j))
     orders: Orders = []
     for r, ops in enumerate(compute):
-        starts = [keep_start.get(op) for op in ops]
-        position = {op: i for i, op in enumerate(ops)}
+        starts = [keep_start.get(op) for op in ops] if offloaded[r] else []
+        position = {op: i for i, op in enumerate(ops)} if offloaded[r] else {}
         reloads: dict[int, list[Op]] = {}
-        for (s, j), choice in policy.items():
-            if choice != OFFLOAD or problem.stage_to_rank[s] != r:
-                continue
+        for s, j in offloaded[r]:
             latest = life[(s, j)].needed - t_reload[s]
             f_at = position[Op("F", s, j)]
             b_at = position.get(Op("B", s, j), position.get(Op("BW", s, j), len(ops)))
@@ -186,9 +188,10 @@ def with_policies(problem: Problem, compute: Orders, policy: dict[tuple[int, int
             row.append(op)
             if op.kind == "F" and policy.get(key) == OFFLOAD:
                 row.append(Op("O", *key))
-            # Reloads in the order their Bs need them.
-            row.extend(sorted(reloads.get(i, ()),
-                              key=lambda x: life[(x.stage, x.microbatch)].needed))
+            triggered = reloads.get(i)
+            if triggered:  # reloads in the order their Bs need them
+                row.extend(sorted(triggered,
+                                  key=lambda x: life[(x.stage, x.microbatch)].needed))
         orders.append(row)
     return orders
 
