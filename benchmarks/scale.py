@@ -186,10 +186,14 @@ def main() -> None:
         "every row here but the policy ones, none of the public profiles) the V and loop "
         "searches build the first raced greedy build and one lookahead candidate (V-Half, "
         "window 16, reserve), the single-chunk search two warm-up families; the answers "
-        "of these rows are those of the full search. Not met: 10 s and 500 MB at 0.5p and "
-        "2 s at 1p for p=128, m=1024. What is left there is about 6 s for the "
-        "single-chunk search, 6-8 s for V (one lookahead build of 786,432 ops alone "
-        "takes 6 s), 3-5 s for loop2, and 4 s to simulate, validate and wrap the answer; "
+        "of these rows are those of the full search. A layout whose lower bound shows that "
+        "its search cannot change the answer is not searched (`solver.solving.first_best`: "
+        "the answer is the one searching every layout gives): at these p = 128 rows the "
+        "single-chunk bound is above V's cost at 0.5p and 1p, and loop2's at 1p "
+        "(`solver.layout_bounds` of the written schedule). Not met: 10 s and 500 MB at 0.5p "
+        "and 2 s at 1p for p=128, m=1024. What is left there is the V search (one lookahead "
+        "build of 786,432 ops alone takes 6 s), loop2's at 0.5p, and simulating, validating "
+        "and writing the answer (one simulation of the 786,432 ops); "
         "the policy search (0.5 s target) spends its time in the keep-only solves of its "
         "relaxed problems and in the fitting's simulations.",
         "",
