@@ -25,10 +25,15 @@ from pathlib import Path
 
 from ppsched.solver.exact.frame import ExactResult
 from ppsched.solver.model.bounds import lower_bound
-from ppsched.solver.model.chunking import with_chunks
 from ppsched.solver.model.profile import Profile, load_profile
 from ppsched.solver.solving.layout_bounds import LayoutBounds, layout_of
-from ppsched.solver.solving.layouts import DEFAULT_LAYOUTS, default_layouts, layout_name
+from ppsched.solver.solving.layouts import (
+    DEFAULT_LAYOUTS,
+    candidate_profiles,
+    default_layouts,
+    layout_name,
+)
+from ppsched.solver.solving.method_names import HEURISTIC, ILP
 from ppsched.solver.solving.pipeline import heuristic_orders
 from ppsched.solver.solving.refine import ExactOptions
 from ppsched.solver.solving.refine import refine as solving_refine
@@ -54,23 +59,12 @@ DERIVED = ("gpt6.2b", "gpt14.6b")
 def best_heuristic(profile: Profile, layouts: tuple) -> tuple[Profile, list, float, str]:
     """The best heuristic schedule over `layouts`: (profile, orders, cost, layout name)."""
     best = None
-    for cut in cuts(profile, layouts):
+    for cut in candidate_profiles(profile, HEURISTIC, layouts):
         orders, _, value = heuristic_orders(cut.problem)
         if best is None or value < best[2] - 1e-9:
             best = (cut, orders, value, layout_of(cut))
     assert best is not None
     return best
-
-
-def cuts(profile: Profile, layouts: tuple) -> list[Profile]:
-    """`profile` cut in each of `layouts` that it admits."""
-    out = []
-    for layout in layouts:
-        try:
-            out.append(with_chunks(profile, *layout))
-        except ValueError:
-            continue
-    return out
 
 
 def bubble(cost: float, busy: float) -> float:
@@ -134,7 +128,7 @@ def main() -> None:
             row["lower bound"] = round(single_bound, 1)
             row["bound bubble"] = bubble(single_bound, busy)
             # What `solve` prints: over every schedule of every layout it considers.
-            considered = cuts(profile, default_layouts(profile, "ilp"))
+            considered = candidate_profiles(profile, ILP, ())
             layouts_bound = LayoutBounds.of(considered).overall()
             row["layouts bound"] = round(layouts_bound, 1)
             row["layouts bound bubble"] = bubble(layouts_bound, busy)
