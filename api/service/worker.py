@@ -140,7 +140,8 @@ def finished_body(solved: tuple[str, Any], key: str,
 
 
 _STORES: dict[str, SqliteStore] = {}
-"""This worker's connections to the service's SQLite file, opened at its first write."""
+"""This worker's connections to the service's SQLite file, opened at its first use (a
+lookup or a write) and kept for the life of the process."""
 
 
 def shared_store(path: str) -> SqliteStore:
