@@ -1,8 +1,12 @@
 """Issue 27's scale rows: CPU time and peak memory of `ppsched solve` on large profiles,
 and of the policy search.
 
-Run: ``python -m benchmarks.scale [--out DIR] [--only NAME]``. Writes
-``benchmarks/results/scale.md``.
+Run: ``python -m benchmarks.scale [--base DIR] [--out DIR] [--only NAME]``. Writes
+``benchmarks/results/scale.md``. With ``--base``, a checkout of an earlier commit (after
+the rebuild: ``git worktree add DIR COMMIT`` and ``make .mypy-src/ppsched`` there, so that
+``DIR/.mypy-src`` imports as ``ppsched``), each case is also solved by that checkout's
+code, the two taking turns case by case, and the table gives its CPU time, peak RSS and
+cost beside this checkout's: a ratio measured side by side in one run.
 
 Each row is one `ppsched solve PROFILE -o out.json` in a fresh subprocess, measured as
 ``/usr/bin/time -f "%U+%S s %M KB"`` reports it (user + system CPU seconds, peak RSS),
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import subprocess
@@ -113,8 +118,9 @@ def before_table() -> list[str]:
 _TIME = re.compile(r"^([\d.]+)\+([\d.]+) s (\d+) KB$", re.M)
 
 
-def measure(case: Case, folder: Path) -> dict:
-    """One fresh `ppsched solve` of the case: CPU s, peak RSS MB, JSON MB, figures."""
+def measure(case: Case, folder: Path, base: Path | None = None) -> dict:
+    """One fresh `ppsched solve` of the case: CPU s, peak RSS MB, JSON MB, figures; by the
+    `base` checkout's code when given (its ``.mypy-src`` first on ``PYTHONPATH``)."""
     profile, out = folder / "profile.json", folder / "out.json"
     profile.write_text(json.dumps(case.profile))
     command = ["/usr/bin/time", "-f", "%U+%S s %M KB", sys.executable, "-m",
@@ -123,7 +129,12 @@ def measure(case: Case, folder: Path) -> dict:
         command += ["--layouts", case.layouts]
     if case.compact:
         command.append("--compact")
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    env = None
+    if base is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(base / ".mypy-src"),
+                                                            str(base)])}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env,
+                          cwd=base)
     found = _TIME.findall(done.stderr)
     assert found, done.stderr
     user, system, kb = found[-1]
@@ -133,33 +144,65 @@ def measure(case: Case, folder: Path) -> dict:
     return {"cpu_s": float(user) + float(system), "rss_mb": int(kb) / 1024,
             "json_mb": size / 1e6, "method": schedule["method"],
             "cost": schedule["metrics"]["cost"],
-            "bound": schedule["metrics"]["lower_bound"]}
+            "bound": schedule["metrics"]["lower_bound"],
+            # Layouts that cannot beat the answer: `solving.first_best` need not search them.
+            "above": [name for name, bound in
+                      (schedule["solver"].get("layout_bounds") or {}).items()
+                      if bound > schedule["metrics"]["cost"] + 1e-9]}
 
 
 def table(results: list[tuple[Case, dict]]) -> list[str]:
     lines = ["| case | layouts | JSON | CPU s | peak RSS MB | JSON MB | method | cost | "
-             "lower bound | target |", "|---" * 10 + "|"]
+             "lower bound | bound above cost | target |", "|---" * 11 + "|"]
     for case, r in results:
         lines.append(f"| {case.name} | {case.layouts or 'default'} | "
                      f"{'compact' if case.compact else 'default'} | {r['cpu_s']:.2f} | "
                      f"{r['rss_mb']:.0f} | {r['json_mb']:.2f} | {r['method']} | "
-                     f"{r['cost']:.2f} | {r['bound']:.2f} | {case.target} |")
+                     f"{r['cost']:.2f} | {r['bound']:.2f} | {' '.join(r['above']) or '-'} | "
+                     f"{case.target} |")
     return lines
+
+
+def base_table(results: list[tuple[Case, dict, dict]], commit: str) -> list[str]:
+    """This checkout against the base, case by case (each pair run one after the other)."""
+    lines = [f"| case | layouts | JSON | CPU s | base {commit} CPU s | CPU this / base | "
+             f"peak RSS MB | base RSS MB | cost | base cost |", "|---" * 10 + "|"]
+    for case, this, base in results:
+        lines.append(f"| {case.name} | {case.layouts or 'default'} | "
+                     f"{'compact' if case.compact else 'default'} | {this['cpu_s']:.2f} | "
+                     f"{base['cpu_s']:.2f} | {this['cpu_s'] / base['cpu_s']:.2f} | "
+                     f"{this['rss_mb']:.0f} | {base['rss_mb']:.0f} | {this['cost']:.2f} | "
+                     f"{base['cost']:.2f} |")
+    return lines
+
+
+def _beside(results: list[tuple[Case, dict, dict]], base: Path) -> list[str]:
+    commit = subprocess.run(["git", "-C", str(base), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    return [f"Side by side with commit {commit} (`--base`): each case solved by this "
+            "checkout, then at once by the base's code, in fresh subprocesses measured as "
+            "above (so both meet the same load):", "", *base_table(results, commit), ""]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--base", type=Path, help="an earlier checkout to solve every case "
+                        "beside this one (see the module)")
     parser.add_argument("--only", help="run the cases whose name contains this only "
                         "(prints the table, writes nothing)")
     args = parser.parse_args()
     started = start()
     chosen = [c for c in cases() if args.only is None or args.only in c.name]
     results = []
+    beside: list[tuple[Case, dict, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in chosen:
             results.append((case, measure(case, Path(tmp))))
             print(table(results[-1:])[-1], flush=True)
+            if args.base is not None:
+                beside.append((case, results[-1][1], measure(case, Path(tmp), args.base)))
+                print(f"  base: {beside[-1][2]['cpu_s']:.2f} s", flush=True)
     if args.only is not None:
         return
     text = "\n".join([
@@ -182,15 +225,17 @@ def main() -> None:
         "",
         *before_table(),
         "",
+        *(_beside(beside, args.base) if args.base is not None else []),
         "Above `solver.heuristic.scale.FULL_SEARCH_OPS` (100,000 ops in a layout's order: "
         "every row here but the policy ones, none of the public profiles) the V and loop "
         "searches build the first raced greedy build and one lookahead candidate (V-Half, "
         "window 16, reserve), the single-chunk search two warm-up families; the answers "
         "of these rows are those of the full search. A layout whose lower bound shows that "
         "its search cannot change the answer is not searched (`solver.solving.first_best`: "
-        "the answer is the one searching every layout gives): at these p = 128 rows the "
-        "single-chunk bound is above V's cost at 0.5p and 1p, and loop2's at 1p "
-        "(`solver.layout_bounds` of the written schedule). Not met: 10 s and 500 MB at 0.5p "
+        "the answer is the one searching every layout gives); `bound above cost` names the "
+        "layouts whose bound (`solver.layout_bounds` of the written schedule) is above the "
+        "answer's cost, which it skips once a searched layout has found a cost below that "
+        "bound. Not met: 10 s and 500 MB at 0.5p "
         "and 2 s at 1p for p=128, m=1024. What is left there is the V search (one lookahead "
         "build of 786,432 ops alone takes 6 s), loop2's at 0.5p, and simulating, validating "
         "and writing the answer (one simulation of the 786,432 ops); "
