@@ -151,15 +151,19 @@ def measure(case: Case, folder: Path, base: Path | None = None) -> dict:
                       if bound > schedule["metrics"]["cost"] + 1e-9]}
 
 
+def _row(case: Case, *cells: str) -> str:
+    """A table row: the case's name, layouts and JSON kind, then `cells`."""
+    return " | ".join(["", case.name, case.layouts or "default",
+                       "compact" if case.compact else "default", *cells, ""]).strip()
+
+
 def table(results: list[tuple[Case, dict]]) -> list[str]:
     lines = ["| case | layouts | JSON | CPU s | peak RSS MB | JSON MB | method | cost | "
              "lower bound | bound above cost | target |", "|---" * 11 + "|"]
-    for case, r in results:
-        lines.append(f"| {case.name} | {case.layouts or 'default'} | "
-                     f"{'compact' if case.compact else 'default'} | {r['cpu_s']:.2f} | "
-                     f"{r['rss_mb']:.0f} | {r['json_mb']:.2f} | {r['method']} | "
-                     f"{r['cost']:.2f} | {r['bound']:.2f} | {' '.join(r['above']) or '-'} | "
-                     f"{case.target} |")
+    lines += [_row(case, f"{r['cpu_s']:.2f}", f"{r['rss_mb']:.0f}", f"{r['json_mb']:.2f}",
+                   r["method"], f"{r['cost']:.2f}", f"{r['bound']:.2f}",
+                   " ".join(r["above"]) or "-", case.target)
+              for case, r in results]
     return lines
 
 
@@ -167,12 +171,10 @@ def base_table(results: list[tuple[Case, dict, dict]], commit: str) -> list[str]
     """This checkout against the base, case by case (each pair run one after the other)."""
     lines = [f"| case | layouts | JSON | CPU s | base {commit} CPU s | CPU this / base | "
              f"peak RSS MB | base RSS MB | cost | base cost |", "|---" * 10 + "|"]
-    for case, this, base in results:
-        lines.append(f"| {case.name} | {case.layouts or 'default'} | "
-                     f"{'compact' if case.compact else 'default'} | {this['cpu_s']:.2f} | "
-                     f"{base['cpu_s']:.2f} | {this['cpu_s'] / base['cpu_s']:.2f} | "
-                     f"{this['rss_mb']:.0f} | {base['rss_mb']:.0f} | {this['cost']:.2f} | "
-                     f"{base['cost']:.2f} |")
+    lines += [_row(case, f"{this['cpu_s']:.2f}", f"{base['cpu_s']:.2f}",
+                   f"{this['cpu_s'] / base['cpu_s']:.2f}", f"{this['rss_mb']:.0f}",
+                   f"{base['rss_mb']:.0f}", f"{this['cost']:.2f}", f"{base['cost']:.2f}")
+              for case, this, base in results]
     return lines
 
 
