@@ -194,6 +194,11 @@ def main() -> None:
     parser.add_argument("--only", help="run the cases whose name contains this only "
                         "(prints the table, writes nothing)")
     args = parser.parse_args()
+    if args.base is not None and not (args.base / ".mypy-src" / "ppsched").is_dir():
+        # Without it the base's `ppsched` would resolve to the installed (this) checkout,
+        # and the "base" column would silently measure this code twice.
+        parser.error(f"--base {args.base}: no .mypy-src/ppsched there (run "
+                     "`make .mypy-src/ppsched` in that checkout)")
     started = start()
     chosen = [c for c in cases() if args.only is None or args.only in c.name]
     results = []
