@@ -129,12 +129,16 @@ class SolverPool:
                     await pipe_io.recv(worker.conn)
                     worker.ready = True
                 worker.conn.send((fn, args))
-                # Never blocks the loop (a whole reply is read here, else in a thread);
-                # a dead child ends it (EOF).
-                outcome, value = await asyncio.wait_for(pipe_io.recv(worker.conn), timeout_s)
+                # Never blocks the loop (the reply is read as its bytes arrive); a dead
+                # child ends it (EOF). `timeout`, not `wait_for`: on Python 3.11 wait_for
+                # runs the read as a task of its own, a task more per call on the main
+                # process (issue 29).
+                async with asyncio.timeout(timeout_s):
+                    outcome, value = await pipe_io.recv(worker.conn)
             except TimeoutError:
-                # Past its budget: killing the worker ends the helper thread's read (EOF)
-                # and frees the slot; a fresh worker takes its place.
+                # Past its budget (the read was cancelled; the rest of the reply, if
+                # any, goes with the worker): killing the worker frees the slot, and a
+                # fresh worker takes its place.
                 log.warning("a call ran past its %.1f s budget: its worker %s is replaced",
                             timeout_s, worker.process.pid)
                 self._replace(worker)
