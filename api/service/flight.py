@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ppsched.api.service.errors import ClientGone
 from starlette.requests import Request
@@ -25,11 +25,19 @@ class SingleFlight(Generic[T]):
     def __len__(self) -> int:
         return len(self._tasks)
 
-    async def run(self, key: str, work: Callable[[], Awaitable[T]]) -> T:
-        """`await work()`, or join the call already running for `key`.
+    async def run(self, key: str, work: Callable[[], Awaitable[T]],
+                  receive: Receive | None = None) -> T:
+        """`await work()`, or join the call already running for `key`; with `receive` (an
+        ASGI app's, once the body is read), unless the client disconnects first
+        (`unless_gone`, without wrapping this call in a task of its own: one task fewer
+        a request on the service's main process, issue 29).
 
         A caller that goes away does not cancel the shared task while others wait for it
-        (`shield`); the last one to go cancels it."""
+        (`shield`, or `asyncio.wait`, which never cancels what it waits for); the last one
+        to go cancels it.
+
+        Raises:
+            ClientGone: the client went away (with `receive` only)."""
         task = self._tasks.get(key)
         if task is None:
             task = asyncio.ensure_future(work())
@@ -37,8 +45,10 @@ class SingleFlight(Generic[T]):
             task.add_done_callback(lambda done: self._forget(key, done))
         self._waiters[key] = self._waiters.get(key, 0) + 1
         try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
+            if receive is None:
+                return await asyncio.shield(task)
+            return await _first_of(task, receive)
+        except (asyncio.CancelledError, ClientGone):
             if self._waiters.get(key) == 1 and not task.done():
                 task.cancel()
             raise
@@ -65,6 +75,16 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 async def unless_gone(receive: Receive, work: Awaitable[T]) -> T:
     """`unless_disconnected` for an ASGI app's `receive`, once the body is read."""
     task = asyncio.ensure_future(work)
+    try:
+        return await _first_of(task, receive)
+    except (asyncio.CancelledError, ClientGone):
+        task.cancel()
+        raise
+
+
+async def _first_of(task: asyncio.Future[T], receive: Receive) -> T:
+    """`task`'s result, or `ClientGone` if the client disconnects first; `task` is left
+    running either way (and when this call is cancelled): its owner decides."""
 
     async def disconnected() -> None:
         # The body is read: the next message the server has for us is the disconnect.
@@ -72,13 +92,11 @@ async def unless_gone(receive: Receive, work: Awaitable[T]) -> T:
             pass
 
     watcher = asyncio.ensure_future(disconnected())
+    either: set[asyncio.Future[Any]] = {task, watcher}
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if not task.done() and not watcher.done():  # we were cancelled ourselves
-            task.cancel()
         watcher.cancel()
     if task.done():
         return task.result()
-    task.cancel()
     raise ClientGone("the client closed the connection; its work was cancelled")

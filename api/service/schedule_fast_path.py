@@ -29,7 +29,7 @@ from typing import Any
 from ppsched.api.service.answer_memo import ANSWER_KEY, digest_of
 from ppsched.api.service.asgi_body import read_whole, replayed
 from ppsched.api.service.config import Settings
-from ppsched.api.service.flight import SingleFlight, unless_gone
+from ppsched.api.service.flight import SingleFlight
 from ppsched.api.service.routers.schedules import WARNING_HEADER, router
 from ppsched.api.service.schemas import ScheduleRequest
 from ppsched.api.service.solving import is_synchronous, spec_and_profile
@@ -114,8 +114,8 @@ class ScheduleFastPath:
         secret = bytes(getattr(caller, "scope", b"") or b"")
         flight = digest_of(scope, body).hex()
         try:
-            reply = await unless_gone(receive, self._flights.run(
-                flight, lambda: self._solve(body, secret)))
+            reply = await self._flights.run(flight, lambda: self._solve(body, secret),
+                                            receive)
         except Exception as exc:  # the pool's refusals and losses, the store's
             await self._answer_error(scope, receive, send, exc)
             return

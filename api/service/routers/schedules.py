@@ -26,6 +26,7 @@ from ppsched.api.service.tenants import scoped
 from ppsched.api.service.worker import render_view, solve_body
 from ppsched.solver.model import ProfileError, SolverError, shape_warnings
 from ppsched.solver.render import note_of_counts
+from starlette.types import Receive
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 
@@ -94,16 +95,18 @@ async def create_schedule(request: ScheduleRequest, state: State, http: Request,
         link = f"/v1/jobs/{job.id}"
         body = {"id": job.id, "status": job.status, "links": {"self": link}}
         return JSONResponse(body, status_code=202, headers={"Location": link, **warned})
-    body_text = await unless_disconnected(http, solve_now(state, spec))
+    body_text = await solve_now(state, spec, http.receive)
     return Response(body_text, media_type="application/json",
                     headers={"X-Cache": "miss", **warned})
 
 
-async def solve_now(state: ServiceState, spec: SolveSpec) -> str:
+async def solve_now(state: ServiceState, spec: SolveSpec, receive: Receive) -> str:
     """Solve in the worker pool (identical concurrent requests share one solve), store
-    the result under the request's key, count it. The worker returns the final body: the
-    event loop only moves its bytes."""
-    return await state.flights.run(spec.key, lambda: _solve_and_store(state, spec))
+    the result under the request's key, count it; unless the client (whose ASGI
+    `receive` this is) goes away first (`ClientGone`). The worker returns the final
+    body: the event loop only moves its bytes."""
+    return await state.flights.run(spec.key, lambda: _solve_and_store(state, spec),
+                                   receive)
 
 
 async def _solve_and_store(state: ServiceState, spec: SolveSpec) -> str:
