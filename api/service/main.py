@@ -94,8 +94,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             store.close()
 
     # /docs and /redoc come from local files (routers/docs.py), not FastAPI's CDN pages.
+    # The spans are `tracing.Tracing`'s: FastAPI's own telemetry (0.165 on; older
+    # versions keep the setting as an unused extra) would add a second server span per
+    # request wherever a provider is installed, and without one still checks for one on
+    # every request of the main process.
     app = FastAPI(title="ppsched", version="0.1.0", description=DESCRIPTION,
-                  lifespan=lifespan, docs_url=None, redoc_url=None)
+                  lifespan=lifespan, docs_url=None, redoc_url=None,
+                  telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.service = state
     app.state.settings = settings
     for module in (schedules, jobs, checks, catalog, health, static, advise, partition,

@@ -287,3 +287,43 @@ def test_the_answer_memo_keeps_tenants_apart() -> None:
     assert answers[0] == "key-a" and answers[1] == "key-b"
     assert answers[2] == '{"id": "key-a"}' and answers[3] == '{"id": "key-b"}'  # memo
     assert served == ["key-a", "key-b"]
+
+
+def test_a_request_makes_one_server_span_not_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a tracer provider installed, the service's app makes its own span per request
+    and FastAPI's native telemetry (0.165 on) none: two tracers would record each request
+    twice."""
+    pytest.importorskip("opentelemetry.trace")
+    from opentelemetry import trace
+    from ppsched.api.service.config import Settings
+    from ppsched.api.service.main import create_app
+
+    kinds: list[Any] = []
+
+    class Span:
+        def __getattr__(self, name: str) -> Any:  # any span method: recorded nowhere
+            return lambda *args, **kwargs: None
+
+        def __enter__(self) -> Span:
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            return None
+
+    class Tracer:
+        def start_as_current_span(self, name: str, **kwargs: Any) -> Span:
+            kinds.append(kwargs.get("kind"))
+            return Span()
+
+        def start_span(self, name: str, **kwargs: Any) -> Span:
+            kinds.append(kwargs.get("kind"))
+            return Span()
+
+    class Provider(trace.TracerProvider):
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            return Tracer()
+
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: Provider())
+    app = create_app(Settings(db_path=Path(":memory:"), workers=1))
+    assert _get(app, "/v1/methods")[0].status_code == 200
+    assert kinds == [trace.SpanKind.SERVER]
