@@ -35,7 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ppsched.api.service.worker import solve_body
 
@@ -124,6 +124,17 @@ class Connection:
         return status
 
 
+def start_server(checkout: Path, env: dict[str, str], port: int,
+                 log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """The service under uvicorn, run from `checkout` with `env`, on `port` (keep-alive
+    60 s: the client's connections live through a run), its output into `log`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "ppsched.api.service.main:app_from_env",
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+         "--timeout-keep-alive", "60"], cwd=checkout, env=env, stdout=log,
+        stderr=subprocess.STDOUT)
+
+
 def main_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime
@@ -167,10 +178,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
     env = {**os.environ, "PPSCHED_WORKERS": str(args.workers), "PPSCHED_QUEUE_SIZE": "256",
            "PPSCHED_DB_PATH": str(folder / "store.sqlite3")}
     log = (folder / "server.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "ppsched.api.service.main:app_from_env",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-         "--timeout-keep-alive", "60"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = start_server(ROOT, env, port, log)
     pool = ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"))
     try:
         for _ in range(600):  # the server's start (state, not a guess: /healthz answers)
