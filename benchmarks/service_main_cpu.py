@@ -12,7 +12,8 @@ base (``--base``, a checkout of an earlier commit with its own ``.mypy-src/ppsch
 one after the other, the order alternating from pair to pair; each posts K distinct
 heuristic solves of profiles/gpt1.5b-p8-m32.json (another t_f each) one at a time after
 8 warm-up requests, and reads the server process's own utime + stime from /proc (not
-its workers'). The client runs niced, in this process.
+its workers'). The client is this process, one request at a time: it takes little of
+the CPUs, and what the server spends is CPU time, whoever else runs.
 """
 
 from __future__ import annotations
@@ -94,7 +95,6 @@ def _bodies(first_k: int, count: int) -> list[bytes]:
 async def run(args: argparse.Namespace) -> list[tuple[float, float]]:
     """(this, base) ms per request, pair by pair."""
     pairs: list[tuple[float, float]] = []
-    os.nice(args.nice)
     k = 0
     for pair in range(args.pairs):
         measured: dict[str, float] = {}
@@ -145,7 +145,6 @@ def main() -> None:
                         help="an earlier checkout (with .mypy-src/ppsched) to measure beside")
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--pairs", type=int, default=6)
-    parser.add_argument("--nice", type=int, default=10, help="niceness of the client")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
     if args.requests < 100:
