@@ -84,14 +84,25 @@ def server_settings(args: argparse.Namespace) -> dict[str, str]:
     return {"PPSCHED_WORKERS": str(args.workers), "PPSCHED_QUEUE_SIZE": str(args.queue_size)}
 
 
-def start_server(port: int, folder: Path, settings: dict[str, str]) -> subprocess.Popen[bytes]:
-    """The service as a user starts it: uvicorn in its own process, a fresh database."""
+def start_server(port: int, folder: Path, settings: dict[str, str], *,
+                 checkout: Path = ROOT, keep_alive_s: float | None = None,
+                 ) -> subprocess.Popen[bytes]:
+    """The service as a user starts it: uvicorn in its own process, a fresh database.
+
+    Args:
+        settings: environment variables for the server (its settings, and PYTHONPATH for
+            a `checkout` other than this one).
+        checkout: the folder it runs from.
+        keep_alive_s: uvicorn's keep-alive (None: its default), for a client whose
+            connections live through a run.
+    """
     env = {**os.environ, **settings, "PPSCHED_DB_PATH": str(folder / "ppsched.sqlite3")}
     log = (folder / "server.log").open("wb")
+    keep_alive = [] if keep_alive_s is None else ["--timeout-keep-alive", f"{keep_alive_s:g}"]
     return subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--factory", "ppsched.api.service.main:app_from_env",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *keep_alive],
+        cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def stop_server(server: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:

@@ -28,14 +28,8 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.result_header import Started, command_line, result_header, start
-from benchmarks.service_throughput import (
-    PROFILE,
-    Connection,
-    _free_port,
-    main_cpu_s,
-    spec,
-    start_server,
-)
+from benchmarks.service_load import _free_port, start_server, stop_server
+from benchmarks.service_throughput import PROFILE, Connection, main_cpu_s, spec
 
 ROOT = Path(__file__).resolve().parent.parent
 # The files it writes and the code they measure (`python -m benchmarks.freshness`).
@@ -54,24 +48,21 @@ async def server_cpu_ms(checkout: Path, bodies: list[bytes], warm: list[bytes]) 
     """The main-process CPU ms per request of a server run from `checkout`."""
     folder = Path(tempfile.mkdtemp(prefix="ppsched-main-cpu-"))
     port = _free_port()
-    env = {**os.environ, "PPSCHED_WORKERS": "2", "PPSCHED_QUEUE_SIZE": "256",
-           "PPSCHED_DB_PATH": str(folder / "store.sqlite3"),
-           "PYTHONPATH": os.pathsep.join([str(checkout / ".mypy-src"), str(checkout)])}
-    with (folder / "server.log").open("wb") as log:
-        server = start_server(checkout, env, port, log)
-        try:
-            connection = await _connect(port, server)
-            for body in warm:  # the workers' imports and first solves
-                assert await connection.post("/v1/schedules", body) == 200
-            before = main_cpu_s(server.pid)
-            for body in bodies:
-                status = await connection.post("/v1/schedules", body)
-                assert status == 200, f"{checkout}: HTTP {status}"
-            cpu_ms = (main_cpu_s(server.pid) - before) * 1000 / len(bodies)
-            connection.writer.close()
-        finally:
-            server.terminate()
-            server.wait(60)
+    settings = {"PPSCHED_WORKERS": "2", "PPSCHED_QUEUE_SIZE": "256",
+                "PYTHONPATH": os.pathsep.join([str(checkout / ".mypy-src"), str(checkout)])}
+    server = start_server(port, folder, settings, checkout=checkout, keep_alive_s=60)
+    try:
+        connection = await _connect(port, server)
+        for body in warm:  # the workers' imports and first solves
+            assert await connection.post("/v1/schedules", body) == 200
+        before = main_cpu_s(server.pid)
+        for body in bodies:
+            status = await connection.post("/v1/schedules", body)
+            assert status == 200, f"{checkout}: HTTP {status}"
+        cpu_ms = (main_cpu_s(server.pid) - before) * 1000 / len(bodies)
+        connection.writer.close()
+    finally:
+        stop_server(server, 60.0)
     return cpu_ms
 
 

@@ -27,20 +27,18 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ppsched.api.service.worker import solve_body
 
 from benchmarks.result_header import Started, result_header, start
-from benchmarks.service_load import _free_port
+from benchmarks.service_load import _free_port, start_server, stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 # The files it writes and the code they measure (`python -m benchmarks.freshness`).
@@ -124,17 +122,6 @@ class Connection:
         return status
 
 
-def start_server(checkout: Path, env: dict[str, str], port: int,
-                 log: IO[bytes]) -> subprocess.Popen[bytes]:
-    """The service under uvicorn, run from `checkout` with `env`, on `port` (keep-alive
-    60 s: the client's connections live through a run), its output into `log`."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "ppsched.api.service.main:app_from_env",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-         "--timeout-keep-alive", "60"], cwd=checkout, env=env, stdout=log,
-        stderr=subprocess.STDOUT)
-
-
 def main_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime
@@ -175,10 +162,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     folder = Path(tempfile.mkdtemp(prefix="ppsched-throughput-"))
     port = _free_port()
-    env = {**os.environ, "PPSCHED_WORKERS": str(args.workers), "PPSCHED_QUEUE_SIZE": "256",
-           "PPSCHED_DB_PATH": str(folder / "store.sqlite3")}
-    log = (folder / "server.log").open("wb")
-    server = start_server(ROOT, env, port, log)
+    server = start_server(port, folder, {"PPSCHED_WORKERS": str(args.workers),
+                                         "PPSCHED_QUEUE_SIZE": "256"}, keep_alive_s=60)
     pool = ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"))
     try:
         for _ in range(600):  # the server's start (state, not a guess: /healthz answers)
@@ -210,9 +195,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
             print(*(" | ".join(r.cells()) for r in rows[-3:]), sep="\n", flush=True)
     finally:
         pool.shutdown()
-        server.terminate()
-        server.wait(30)
-        log.close()
+        stop_server(server, 30.0)
     return rows
 
 
