@@ -295,6 +295,14 @@ MEMORY_CAPS = (1.0, 0.875, 0.75)
 
 def greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = True,
                   ) -> tuple[Orders, str, float]:
+    """`raced_greedy_search` with nothing to race: the search's own answer."""
+    found = raced_greedy_search(problem, objective, lookahead)
+    assert found is not None  # one_at_a_time always fits a valid profile
+    return found
+
+
+def raced_greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = True,
+                        below: float = math.inf) -> tuple[Orders, str, float] | None:
     """The best order among the greedy's knob settings and the named schedules for this
     placement that fit the memory limit, by `objective` (``cost`` or ``makespan``).
 
@@ -316,8 +324,20 @@ def greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = T
     at a time; a later one only when better by `_EPS`): a
     candidate stops only once it is worse than the best so far by more than that, so
     the answer is the one the whole search would give.
+
+    `below` (`first_best`: an earlier layout's answer), for a large order only
+    (`solver.heuristic.scale`): every candidate but ZB-V also stops once it provably
+    cannot end below it, so one that ends below it ends as in the search alone, and the
+    answer is the search's own where that is below `below` (the loop2 search of p=128,
+    m=1024 at 0.5p took a fifth of the time against V's answer). There no choice of the
+    search depends on which candidates finished, except the lookahead candidates' on
+    ZB-V's, which is therefore timed whole. A search in full tries the memory caps of
+    its best finished greedy build, which a race could hide: it ignores `below`. None:
+    no candidate ended below `below`.
     """
-    search = _VSearch(problem, objective)
+    if searched_in_full(problem):
+        below = math.inf
+    search = _VSearch(problem, objective, below)
     names = search.named()
     if problem.placement == "v":
         search.rounds()
@@ -330,7 +350,8 @@ def greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = T
     floor = problem.num_microbatches * sum(map(sum, (problem.t_f, problem.t_b, problem.t_w)))
     if not search.kept or search.best_value() > floor + _EPS:
         search.keep(1000, one_at_a_time(problem), "one-at-a-time")
-    assert search.kept  # one_at_a_time always fits a valid profile
+    if not search.kept:
+        return None  # one_at_a_time fits a valid profile: it lost the race to `below`
     best: tuple[float, Orders, str] | None = None
     for _, value, orders, source in sorted(search.kept, key=lambda x: x[0]):
         if best is None or value < best[0] - _EPS:
@@ -343,8 +364,11 @@ def greedy_search(problem: Problem, objective: str = "cost", lookahead: bool = T
 class _VSearch:
     """The candidates of `greedy_search` kept so far, and how each new one is raced."""
 
-    def __init__(self, problem: Problem, objective: str) -> None:
+    def __init__(self, problem: Problem, objective: str, below: float = math.inf) -> None:
         self.problem, self.objective = problem, objective
+        # A build stops once its floor reaches its incumbent less MARGIN / 2: one that
+        # ends below `below` never does against this.
+        self.cap = below + MARGIN / 2
         self.kept: list[tuple[int, float, Orders, str]] = []  # (preference, value, ...)
         # Builds that ended before their end (stopped, over the limit, deadlocked), by
         # their other knobs: the fills that decide alike, the incumbent raced, the end.
@@ -353,7 +377,7 @@ class _VSearch:
     def best_value(self) -> float:
         return min((value for _, value, _, _ in self.kept), default=math.inf)
 
-    def incumbent(self, preference: int) -> float:
+    def incumbent(self, preference: int, capped: bool = True) -> float:
         """What a candidate races: it stops once it would lose by more than a tie to the
         best so far (a tie may still be the answer, when it is preferred), and once it
         cannot end below a kept candidate preferred to it: the answer takes a later
@@ -362,13 +386,17 @@ class _VSearch:
         answer (at p=32, m=256, 2p: the second of two tied greedy builds, a fifth of the
         search, ran to its end). A tie here is within a quarter of the margin: the race's
         floor sums a rank's op times in another order than its end, and that rounding
-        (about 1e-10 there) hid the tie until the last op."""
+        (about 1e-10 there) hid the tie until the last op. `capped`: and once it cannot
+        end below the search's `below`."""
         preferred = min((value for rank, value, _, _ in self.kept if rank < preference),
                         default=math.inf)
-        return min(self.best_value() + 3 * _EPS, preferred + MARGIN / 4)
+        own = min(self.best_value() + 3 * _EPS, preferred + MARGIN / 4)
+        return min(own, self.cap) if capped else own
 
-    def keep(self, preference: int, orders: Orders | LazyOrders, source: str) -> None:
-        value = _value(self.problem, orders, self.objective, self.incumbent(preference))
+    def keep(self, preference: int, orders: Orders | LazyOrders, source: str,
+             capped: bool = True) -> None:
+        value = _value(self.problem, orders, self.objective,
+                       self.incumbent(preference, capped))
         if value is not None:
             complete = orders.complete() if isinstance(orders, LazyOrders) else orders
             self.kept.append((preference, value, complete, source))
@@ -398,7 +426,7 @@ class _VSearch:
                 lazy = REGISTRY[name].lazy(problem)
             except ValueError:
                 continue  # a shape the schedule refuses (e.g. interleaved's microbatches)
-            self.keep(preference, lazy, name)
+            self.keep(preference, lazy, name, capped=name != RACED_FIRST)
         return names
 
     def greedy_builds(self) -> None:

@@ -6,6 +6,7 @@ for ``ilp``, or a named schedule; then simulated, checked and wrapped as a `Sche
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 from ppsched.solver.exact import improvements
@@ -13,7 +14,7 @@ from ppsched.solver.exact.frame import ExactResult, ProgressFn
 from ppsched.solver.generators import get_generator
 from ppsched.solver.heuristic.decisions import decision_problems
 from ppsched.solver.heuristic.fb_fusion import fuse_fb
-from ppsched.solver.heuristic.greedy import greedy_search
+from ppsched.solver.heuristic.greedy import raced_greedy_search
 from ppsched.solver.heuristic.improve import improve, runs_on
 from ppsched.solver.heuristic.lookahead import MARK as LOOKAHEAD_MARK
 from ppsched.solver.heuristic.search import zb_heuristic
@@ -24,6 +25,7 @@ from ppsched.solver.model.profile import Profile
 from ppsched.solver.model.schedule import Schedule
 from ppsched.solver.policies.fit import offers_policies, policy_orders
 from ppsched.solver.sim.emit import schedule_from_simulation
+from ppsched.solver.sim.kernel import forget_tables
 from ppsched.solver.sim.result import Simulation
 from ppsched.solver.sim.simulator import simulate
 from ppsched.solver.solving.first_best import first_best
@@ -36,10 +38,12 @@ from ppsched.solver.solving.refine import ExactOptions, refine, relaxation_first
 
 def solve_in_order(profile: Profile, method: str, objective: str,
                    exact: ExactOptions | None, on_progress: ProgressFn | None,
-                   layouts: tuple[Layout, ...], start: Schedule | None = None) -> Schedule:
+                   layouts: tuple[Layout, ...], start: Schedule | None = None,
+                   ops: bool = True) -> Schedule:
     """`solve` for one order of the microbatches: the profile's own. `start`: for
     ``ilp``, a schedule of one of the candidate layouts to refine instead of the
-    heuristic's when it is better (a job's checkpoint, `_better_start`)."""
+    heuristic's when it is better (a job's checkpoint, `_better_start`). `ops`: as
+    `solve`'s."""
     began = time.perf_counter()
     candidates = candidate_profiles(profile, method, layouts)
     refined: ExactResult | None = None
@@ -60,6 +64,7 @@ def solve_in_order(profile: Profile, method: str, objective: str,
         profile, orders, name = _generated(method, candidates, profile)
         bounds = LayoutBounds.of([profile])  # a named schedule runs on one layout
     sim = _simulated(profile, orders, method)
+    forget_tables()  # the search's timing tables: not needed to build the schedule
     # metrics.lower_bound is the simulator's: it holds over every schedule (DESIGN.md
     # section 3) of every layout considered (6.6). An exact model's bound holds over its
     # order family only, so it goes in `solver` with its scope named, never into the
@@ -71,7 +76,7 @@ def solve_in_order(profile: Profile, method: str, objective: str,
         schedule = schedule_from_simulation(
             profile, sim, name,
             status="feasible" if fb_scope and status == "optimal" else status,
-            objective=objective)
+            objective=objective, ops=ops)
     narrow = None if refined is None or fb_scope else (refined.bound, refined.scope)
     apply_layout_bounds(schedule, bounds, narrow)
     # The whole solve: search, exact refinement, the final simulation and the wrapping.
@@ -94,7 +99,7 @@ def _best_over_layouts(candidates: list[Profile], objective: str, bounds: Layout
     with collector_paused():
         index, (orders, name, value) = first_best(
             [bounds.bounds[layout_of(c)] for c in candidates],
-            lambda i: heuristic_orders(candidates[i].problem, objective))
+            lambda i, below: heuristic_orders(candidates[i].problem, objective, below))
     profile = candidates[index]
     if profile.problem.overlap < 1 and not offers_policies(profile.problem):
         fused = fuse_fb(profile.problem, orders, objective)
@@ -208,7 +213,7 @@ def _record_search(schedule: Schedule, refined: ExactResult, fb_scope: bool,
     info.work = refined.work
 
 
-def heuristic_orders(problem: Problem, objective: str = "cost",
+def heuristic_orders(problem: Problem, objective: str = "cost", below: float = math.inf,
                      ) -> tuple[Orders, str, float]:
     """The heuristic's orders, the method name they go by and their objective, for any
     shape.
@@ -221,16 +226,24 @@ def heuristic_orders(problem: Problem, objective: str = "cost",
     `solver.improve` (the name gets ``+local`` when it helped). A profile that offers
     recompute or offload (DESIGN.md 6.3) also gets a policy per activation
     (`solver.policies`).
+
+    `below`: a value under which only the answer matters (`first_best`: an earlier
+    layout's answer). A large order's several-chunk search races against it
+    (`raced_greedy_search`), so where its answer is not below it, the result may not be
+    either, or be none (empty orders, value inf). Not used by the single-chunk search,
+    with policies or with unequal microbatches.
     """
     if offers_policies(problem):
         return policy_orders(problem, objective, _keep_heuristic_orders)
-    return _keep_heuristic_orders(problem, objective)
+    return _keep_heuristic_orders(problem, objective, below)
 
 
 def _keep_heuristic_orders(problem: Problem, objective: str = "cost",
-                           ) -> tuple[Orders, str, float]:
+                           below: float = math.inf) -> tuple[Orders, str, float]:
     """`heuristic_orders` with every activation kept (sections 2-4)."""
-    value, orders, name = _best_heuristic(problem, objective)
+    value, orders, name = _best_heuristic(problem, objective, below=below)
+    if not orders:
+        return orders, name, value  # raced out: nothing below `below`
     # The improvement step: local search on the order, every move re-timed by the
     # simulator, within a fixed budget of simulated ops.
     best = _improved(problem, orders, name, value, objective)
@@ -246,9 +259,10 @@ def _keep_heuristic_orders(problem: Problem, objective: str = "cost",
 
 
 def _best_heuristic(problem: Problem, objective: str, lookahead: bool = True,
-                    ) -> tuple[float, Orders, str]:
+                    below: float = math.inf) -> tuple[float, Orders, str]:
     """The best candidate of the searches, before the local search: its objective,
-    orders and method name."""
+    orders and method name (inf, no orders: none below `below`, see
+    `heuristic_orders`)."""
     # Unequal microbatches (DESIGN.md 6.2): the searches read one value per stage, so
     # they decide on `for_decisions` (mean times, each stage's largest memory: an order
     # that fits there fits here), and the order is timed here.
@@ -258,7 +272,11 @@ def _best_heuristic(problem: Problem, objective: str, lookahead: bool = True,
             build = zb_heuristic(decide, objective)  # a build times itself as the simulator
             orders, name, value = build.orders, "zb-heuristic", build.objective(objective)
         else:
-            orders, source, value = greedy_search(decide, objective, lookahead)
+            found = raced_greedy_search(decide, objective, lookahead,
+                                        below if decide is problem else math.inf)
+            if found is None:
+                continue  # nothing below `below`
+            orders, source, value = found
             name = "greedy-heuristic" if source == "greedy" else f"heuristic:{source}"
         if decide is not problem:
             sim = simulate(problem, orders)
@@ -269,7 +287,9 @@ def _best_heuristic(problem: Problem, objective: str, lookahead: bool = True,
             value = sim.metrics.objective(objective)
         if best is None or value < best[0] - 1e-9:
             best = (value, orders, name)
-    assert best is not None  # the largest memory always gives a valid order
+    if best is None:
+        assert below < math.inf  # the largest memory always gives a valid order
+        return math.inf, [], ""
     return best
 
 

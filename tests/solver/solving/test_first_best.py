@@ -3,6 +3,7 @@ settle comparisons."""
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -24,11 +25,18 @@ def fold(values: list[float]) -> int:
     return answer
 
 
-def run(bounds: list[float], values: list[float]) -> tuple[int, tuple[str, float], list[int]]:
+def run(bounds: list[float], values: list[float], raced: random.Random | None = None,
+        ) -> tuple[int, tuple[str, float], list[int]]:
+    """`first_best` over candidates whose searches give `values`. With `raced`, a search
+    whose value is not below its ``below`` returns another value that is not either
+    (drawn from `raced`: ``below`` itself, more, or inf), as a raced search may."""
     calls: list[int] = []
 
-    def search(i: int) -> tuple[str, float]:
+    def search(i: int, below: float) -> tuple[str, float]:
         calls.append(i)
+        if raced is not None and values[i] >= below:
+            return f"raced out {i}", raced.choice((below, below + EPS / 3, below + 1.0,
+                                                   math.inf))
         return f"orders {i}", values[i]
 
     index, result = first_best(bounds, search)
@@ -43,10 +51,23 @@ def test_random_cases_give_the_fold_answer_and_search_each_candidate_once() -> N
         levels = [rng.choice((0.0, 1.0, 1.0 + EPS / 2, 2.0, 3.0)) for _ in range(n)]
         values = [x + rng.choice((0.0, 0.0, 1.0, 2.5)) for x in levels]
         bounds = [min(v, x) for v, x in zip(values, levels, strict=True)]
-        index, result, calls = run(bounds, values)
-        assert index == fold(values), (bounds, values)
-        assert result == (f"orders {index}", values[index])
-        assert len(calls) == len(set(calls))
+        for raced in (None, rng):
+            index, result, calls = run(bounds, values, raced)
+            assert index == fold(values), (bounds, values)
+            assert result == (f"orders {index}", values[index])
+            assert len(calls) == len(set(calls))
+
+
+def test_a_later_search_learns_what_it_must_beat() -> None:
+    seen: dict[int, float] = {}
+
+    def search(i: int, below: float) -> tuple[str, float]:
+        seen[i] = below
+        return "x", [10.0, 8.0, 9.0][i]
+
+    # Searched by least bound: 1 (nothing before it known), 2 (1 before it), 0 (none).
+    assert first_best([5.0, 1.0, 2.0], search)[0] == 1
+    assert seen == {1: math.inf, 2: 8.0, 0: math.inf}
 
 
 def test_a_layout_whose_bound_exceeds_another_answer_is_not_searched() -> None:
@@ -66,12 +87,12 @@ def test_a_tie_keeps_the_earlier_candidate_even_when_searched_later() -> None:
 
 def test_no_candidate_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one candidate"):
-        first_best([], lambda i: ("x", 0.0))
+        first_best([], lambda i, below: ("x", 0.0))
 
 
 def _every_layout_searched(bounds, search):  # type: ignore[no-untyped-def]
     """The fold as `solve` ran it before `first_best`: every candidate searched."""
-    results = [search(i) for i in range(len(bounds))]
+    results = [search(i, math.inf) for i in range(len(bounds))]
     index = fold([r[-1] for r in results])
     return index, results[index]
 
@@ -82,9 +103,9 @@ def test_solve_skips_the_single_chunk_search_at_1p_and_answers_the_same(
     searched: list[int] = []
     real = pipeline.heuristic_orders
 
-    def counted(problem, objective="cost"):  # type: ignore[no-untyped-def]
+    def counted(problem, objective="cost", below=math.inf):  # type: ignore[no-untyped-def]
         searched.append(problem.num_chunks)
-        return real(problem, objective)
+        return real(problem, objective, below)
 
     monkeypatch.setattr(pipeline, "heuristic_orders", counted)
     pruned = solve(profile)
