@@ -105,6 +105,14 @@ def _outputs(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(option, path) for option, path in named if path]
 
 
+def needs_ops(args: argparse.Namespace) -> bool:
+    """Whether what the command writes and prints reads the schedule's per-op objects:
+    the default JSON, the views and the grid do; the compact JSON and the summary do not
+    (`solve(..., ops=False)`)."""
+    full_json = bool(getattr(args, "output", None)) and not getattr(args, "compact", False)
+    return full_json or any((args.svg, args.trace, args.csv, args.grid))
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output whose folder is missing (unless --mkdir)."""
     for option, path in _outputs(args):

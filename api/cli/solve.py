@@ -17,6 +17,7 @@ from ppsched.api.cli.options import (
 )
 from ppsched.api.cli.output import (
     check_outputs,
+    needs_ops,
     print_grid,
     print_progress,
     progress,
@@ -88,7 +89,7 @@ def run_solve(args: argparse.Namespace) -> int:
                   f"m={profile.num_microbatches}, method {args.method})"):
         schedule = solve(profile, args.method, args.objective, exact=options,
                          on_progress=print_progress if ilp else None,
-                         layouts=args.layouts)
+                         layouts=args.layouts, ops=needs_ops(args))
     write_outputs(args, schedule)
     print(summary(schedule))
     print_grid(args, schedule)

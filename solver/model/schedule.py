@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from ppsched.solver.model.compact import ENCODING, decode_ranks, encode_scheduled
+from ppsched.solver.model.compact import ENCODING, decode_ranks, encode_rank, encode_scheduled
 from ppsched.solver.model.errors import ProfileError
 from ppsched.solver.model.ops import FBOp, Kind, Op, lane_of, policy_of
 from ppsched.solver.model.problem import ACCEPTED, Problem
@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
@@ -204,6 +205,9 @@ class Schedule(BaseModel):
         "\"(0F3;7B2)OVERLAP_F_B\", and R, O, L keep our letters), without start and end; "
         "a reader re-times them with the simulator. Absent: one object per op (DESIGN.md "
         "section 4). Reading accepts either form per rank whatever this says.")
+    # The orders of a schedule built without its per-op objects (`solver.solve` with
+    # ``ops=False``, for compact output only): `ranks` is then empty.
+    _orders_only: list[list[Op]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -248,6 +252,9 @@ class Schedule(BaseModel):
 
     @model_serializer(mode="wrap")
     def _drop_absent_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        if self._orders_only is not None:
+            raise ValueError("this schedule was built without its ops (solve with "
+                             "ops=False): only compact_dump() writes it")
         # Without an order the JSON is DESIGN.md section 4's exactly.
         data: dict[str, Any] = handler(self)
         for name in ("microbatch_order", "ops_encoding"):
@@ -260,8 +267,13 @@ class Schedule(BaseModel):
         'actions', see `model.compact`): each rank one string, no per-op times."""
         # The ops are encoded from the orders, not serialized and replaced: at 10^6 ops
         # their per-op objects are most of a solve's output time.
-        data = self.model_copy(update={"ranks": []}).model_dump(mode="json")
-        data["ranks"] = [encode_scheduled(rank) for rank in self.ranks]
+        rest = self.model_copy(update={"ranks": []})
+        rest._orders_only = None
+        data = rest.model_dump(mode="json")
+        if self._orders_only is not None:
+            data["ranks"] = [encode_rank(ops) for ops in self._orders_only]
+        else:
+            data["ranks"] = [encode_scheduled(rank) for rank in self.ranks]
         data["ops_encoding"] = ENCODING
         return data
 
@@ -272,10 +284,21 @@ class Schedule(BaseModel):
 
     def orders(self) -> list[list[Op]]:
         """The per-rank op orders, without times."""
+        if self._orders_only is not None:
+            return [list(ops) for ops in self._orders_only]
         return [[x.op for x in rank] for rank in self.ranks]
+
+    @property
+    def has_ops(self) -> bool:
+        """Whether `ranks` holds the ops (not a schedule built for compact output only,
+        see `compact_dump`)."""
+        return self._orders_only is None
 
     def require_times(self) -> None:
         """Raise ValueError naming the first op without a start or end (views need times)."""
+        if self._orders_only is not None:
+            raise ValueError("the schedule was built without its ops (solve with "
+                             "ops=False), so it has no times; solve with ops=True")
         for r, rank in enumerate(self.ranks):
             for i, op in enumerate(rank):
                 if op.start is None or op.end is None:

@@ -49,8 +49,14 @@ def schedule_from_orders(profile: Profile, orders: list[list[Op]], method: str, 
 def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
                              status: Status = "heuristic", wall_s: float = 0.0,
                              objective: str = "cost", bound: float | None = None,
-                             microbatch_order: Sequence[int] | None = None) -> Schedule:
+                             microbatch_order: Sequence[int] | None = None,
+                             ops: bool = True) -> Schedule:
     """Wrap a valid simulation as a Schedule; figures are the simulator's.
+
+    `ops`: False keeps the simulation's orders instead of making a `ScheduledOp` of
+    each op; the schedule is then for `Schedule.compact_dump` only (issue 27: at
+    p=128, m=1024 the 786,432 op objects took 240 MB, the solve's peak, and 0.8 s,
+    for a compact file that holds none of their times).
 
     The parts are built without pydantic's validation: the profile is already validated
     and the simulator's ops and figures are valid by construction, and validating 10^4
@@ -63,14 +69,18 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
     best_bound = metrics.lower_bound
     # DESIGN.md 6.3: O/L name their copy lane and a non-keep activation's ops its policy;
     # a keep-only schedule gets neither field, so its JSON is section 4's exactly.
-    if not has_policy_ops(sim.order):  # no lane, no policy: the common case, per op
-        ranks = [_rank_ops(ops, sim.start[r], sim.end[r]) for r, ops in enumerate(sim.order)]
+    with_policies = has_policy_ops(sim.order)
+    if with_policies and any(op.kind == "O" for row in sim.order for op in row):
+        # What the host holds (DESIGN.md 6.3): an offloaded activation from O to L.
+        problem = profile.problem.reordered(microbatch_order)
+        metrics.host_memory = peaks_over_time(problem, sim.order, sim.start, sim.end)[1]
+    ranks: list[list[ScheduledOp]]
+    if not ops:
+        ranks = []
+    elif not with_policies:  # no lane, no policy: the common case, per op
+        ranks = [_rank_ops(row, sim.start[r], sim.end[r]) for r, row in enumerate(sim.order)]
     else:
         policy = policy_of(sim.order)
-        if any(op.kind == "O" for ops in sim.order for op in ops):
-            # What the host holds (DESIGN.md 6.3): an offloaded activation from O to L.
-            problem = profile.problem.reordered(microbatch_order)
-            metrics.host_memory = peaks_over_time(problem, sim.order, sim.start, sim.end)[1]
         copy_lanes = profile.copy_lanes
         ranks = [[scheduled_op(op, start, end,
                                cast(Lane, lane_of(op.kind, copy_lanes))
@@ -83,8 +93,11 @@ def schedule_from_simulation(profile: Profile, sim: Simulation, method: str, *,
                       gap=(value - best_bound) / value if value > 0 else 0.0, wall_s=wall_s)
     order = list(microbatch_order) if microbatch_order is not None and \
         list(microbatch_order) != list(range(profile.num_microbatches)) else None
-    return Schedule.model_construct(profile=profile, method=method, ranks=ranks,
-                                    metrics=metrics, solver=info, microbatch_order=order)
+    schedule = Schedule.model_construct(profile=profile, method=method, ranks=ranks,
+                                        metrics=metrics, solver=info, microbatch_order=order)
+    if not ops:
+        schedule._orders_only = [list(row) for row in sim.order]
+    return schedule
 
 
 _OP_FIELDS = set(ScheduledOp.model_fields)

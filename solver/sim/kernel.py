@@ -132,6 +132,13 @@ def tables(problem: Problem) -> Tables:
     return made
 
 
+def forget_tables() -> None:
+    """Drop the kept `Tables`: a solve's search is over once its answer is simulated, and
+    at p=128, m=1024 the tables of its layouts held 130 MB through the building of the
+    schedule's 786,432 ops (the solve's peak, issue 27)."""
+    _TABLES.clear()
+
+
 def input_ready(deps: Iterable[tuple[int, float]], end_of: Mapping[int, float],
                 begin: float) -> float | None:
     """When an op with these inputs (keys of `end_of`, each with its latency) may start,

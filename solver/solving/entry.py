@@ -32,7 +32,7 @@ def chooses_entry_order(method: str) -> bool:
 def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
           exact: ExactOptions | None = None, on_progress: ProgressFn | None = None,
           layouts: tuple[Layout, ...] = (), keep_order: bool = False,
-          start: Schedule | None = None) -> Schedule:
+          start: Schedule | None = None, ops: bool = True) -> Schedule:
     """Build the schedule `method` makes for `profile`, validated by the simulator.
 
     Args:
@@ -52,6 +52,9 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
         start: for ``ilp`` with equal microbatches, a schedule of this profile (on one
             of the layouts considered) that the exact search starts from when it beats
             the heuristic's: a job's checkpoint, so that a re-run goes on from it.
+        ops: False leaves out the per-op objects (`ranks` empty), for a schedule only
+            written compact (`Schedule.compact_dump`; `solve --compact`): at p=128,
+            m=1024 they are a third of the solve's memory.
 
     Raises:
         ProfileError: unknown method or objective, a shape the method does not support,
@@ -68,7 +71,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
                          "their order of entry anew)")
     if profile.problem.uniform_microbatches:
         return solve_in_order(profile, method, objective, exact, on_progress, layouts,
-                              start)
+                              start, ops)
     # Unequal microbatches (DESIGN.md 6.2): the order of entry is a decision. The
     # heuristic tries the candidate orders and keeps the best; `ilp` refines the
     # heuristic's best order, so its own bound holds for that order of entry (the general
@@ -80,7 +83,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     best: tuple[float, tuple[int, ...], Schedule] | None = None
     for order in candidates:
         schedule = solve_in_order(permuted(profile, order), HEURISTIC if method == ILP
-                                  else method, objective, exact, None, layouts)
+                                  else method, objective, exact, None, layouts, ops=ops)
         assert schedule.solver is not None
         if best is None or schedule.solver.objective < best[0] - 1e-9:
             best = (schedule.solver.objective, order, schedule)
@@ -88,7 +91,7 @@ def solve(profile: Profile, method: str = HEURISTIC, objective: str = "cost", *,
     _, order, schedule = best
     if method == ILP:
         schedule = solve_in_order(permuted(profile, order), ILP, objective, exact,
-                                  on_progress, layouts)
+                                  on_progress, layouts, ops=ops)
         assert schedule.solver is not None
         scope = schedule.solver.bound_scope
         if scope is not None and not scope.startswith(SCOPE_ALL):

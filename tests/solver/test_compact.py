@@ -8,6 +8,7 @@ import json
 import pytest
 from ppsched.solver.model import FBOp, Op, ProfileError, load_profile, parse_schedule
 from ppsched.solver.model.compact import ENCODING, decode_rank, encode_rank, encode_scheduled
+from ppsched.solver.model.offload_sizing import with_offload
 from ppsched.solver.sim import schedule_from_orders, simulate
 from ppsched.solver.sim.emit import scheduled_op
 from ppsched.solver.solving import solve
@@ -80,3 +81,24 @@ def test_the_model_ops_encode_as_their_orders() -> None:
     profile = load_profile(ROOT / "profiles" / "gpt1.5b-p8-m24.json")
     schedule = solve(profile, layouts=((2, "v"),))
     assert schedule.compact_dump()["ranks"] == [encode_rank(ops) for ops in schedule.orders()]
+
+
+@pytest.mark.parametrize("offload", [False, True])
+def test_a_schedule_solved_without_its_ops_dumps_compact_alike(offload: bool) -> None:
+    profile = load_profile(ROOT / "profiles" / "gpt1.5b-p8-m24.json")
+    if offload:  # policy ops: lanes, policies and the host's memory
+        profile = with_offload(profile.model_copy(update={"memory_limit": 4.0}), 0.5)
+    full, lean = solve(profile), solve(profile, ops=False)
+    assert full.has_ops and not lean.has_ops and lean.ranks == []
+    for schedule in (full, lean):
+        assert schedule.solver is not None
+        schedule.solver.wall_s = 0.0
+    assert lean.compact_dump() == full.compact_dump()
+    assert lean.orders() == full.orders()
+    assert lean.metrics == full.metrics
+    assert (full.metrics is not None and full.metrics.host_memory is not None) == offload
+    # Nothing writes its empty ranks as if they were the schedule's.
+    with pytest.raises(ValueError, match="only compact_dump"):
+        lean.model_dump_json()
+    with pytest.raises(ValueError, match="no times"):
+        lean.require_times()
