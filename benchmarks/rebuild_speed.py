@@ -24,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks import base_checkout
 from benchmarks.result_header import command_line, result_header, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +33,7 @@ WRITES = ("rebuild_speed.md",)
 MEASURES = (
     "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
     "solver/solving", "profiles/gpt*.json", "benchmarks/heuristic_speed.py",
-    "benchmarks/v_search_parts.py", "benchmarks/rebuild_speed.py",
+    "benchmarks/v_search_parts.py", "benchmarks/base_checkout.py", "benchmarks/rebuild_speed.py",
 )
 
 
@@ -66,10 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    base_commit = subprocess.run(["git", "-C", str(args.base), "rev-parse", "--short", "HEAD"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-    this_commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+    base_commit = base_checkout.short_commit(args.base)
+    this_commit = base_checkout.short_commit(ROOT)
     sides = {"base": args.base.resolve(), "this": ROOT}
     ratios: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
     seconds: dict[str, dict[str, list[float]]] = {side: {} for side in sides}

@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 
+from benchmarks import base_checkout
 from benchmarks.result_header import Started, command_line, result_header, start
 from benchmarks.service_load import _free_port, start_server, stop_server
 from benchmarks.service_throughput import PROFILE, Connection, main_cpu_s, spec
@@ -39,7 +39,7 @@ MEASURES = (
     "solver/model", "solver/sim", "solver/heuristic", "solver/generators", "solver/policies",
     "solver/solving", "api/service", "profiles/gpt1.5b-p8-m32.json",
     "benchmarks/service_load.py", "benchmarks/service_throughput.py",
-    "benchmarks/service_main_cpu.py",
+    "benchmarks/base_checkout.py", "benchmarks/service_main_cpu.py",
 )
 WARM_UP = 8
 
@@ -49,7 +49,7 @@ async def server_cpu_ms(checkout: Path, bodies: list[bytes], warm: list[bytes]) 
     folder = Path(tempfile.mkdtemp(prefix="ppsched-main-cpu-"))
     port = _free_port()
     settings = {"PPSCHED_WORKERS": "2", "PPSCHED_QUEUE_SIZE": "256",
-                "PYTHONPATH": os.pathsep.join([str(checkout / ".mypy-src"), str(checkout)])}
+                "PYTHONPATH": base_checkout.pythonpath(checkout)}
     server = start_server(port, folder, settings, checkout=checkout, keep_alive_s=60)
     try:
         connection = await _connect(port, server)
@@ -144,14 +144,8 @@ def main() -> None:
                      "reads ticks every 10 ms)")
     if args.pairs < 1:
         parser.error(f"--pairs {args.pairs}: at least 1")
-    if not (args.base / ".mypy-src" / "ppsched").is_dir():
-        # Without it the base's `ppsched` would resolve to this checkout's (installed)
-        # code, and the base column would silently measure this code twice.
-        parser.error(f"--base {args.base}: no .mypy-src/ppsched there (run "
-                     "`make .mypy-src/ppsched` in it)")
-    base_commit = subprocess.run(["git", "-C", str(args.base), "rev-parse", "--short",
-                                  "HEAD"], capture_output=True, text=True,
-                                 check=True).stdout.strip()
+    base_checkout.require(parser, args.base)
+    base_commit = base_checkout.short_commit(args.base)
     started = start()
     pairs = asyncio.run(run(args))
     text = report(pairs, args, base_commit, started)
