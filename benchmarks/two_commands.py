@@ -105,8 +105,34 @@ def time_make_test(repo: Path) -> Timed:
                if re.search(r"\d+ (passed|failed)", line)]
     outcome = f"exit {done.returncode}" + (f": {summary[-1].strip('= ')}" if summary else "")
     if done.returncode != 0:
+        failed = failed_tests(done.stdout)
+        if failed:
+            outcome += " (" + ", ".join(failed) + ")"
         log.error("%s", done.stdout[-5000:] + done.stderr[-3000:])
+        log.error("the whole output: %s", _saved_output(done.stdout, done.stderr))
     return Timed("make test", wall, outcome)
+
+
+def failed_tests(pytest_output: str) -> list[str]:
+    """The test ids pytest's short summary names as failed or in error.
+
+    Why not only the tail of the output: a failure's long message can fill it and push
+    the other failure's line out (stop 45's run failed two tests and named one).
+    """
+    found = []
+    for line in pytest_output.splitlines():
+        match = re.match(r"(?:FAILED|ERROR) (\S+)", line)
+        if match and match.group(1) not in found:
+            found.append(match.group(1))
+    return found
+
+
+def _saved_output(stdout: str, stderr: str) -> Path:
+    """Keep a failed run's whole output in a file (the clone may be deleted)."""
+    handle, name = tempfile.mkstemp(prefix="ppsched-make-test-", suffix=".log")
+    with os.fdopen(handle, "w") as out:
+        out.write(stdout + "\n--- stderr ---\n" + stderr)
+    return Path(name)
 
 
 def apt_packages() -> dict[str, bool]:

@@ -45,3 +45,21 @@ def test_a_kept_row_keeps_the_commit_of_the_run_that_timed_it(
                        "python -m benchmarks.two_commands --only test", {},
                        Started(0.5, 0.0, "d2a91b2fffff"))
     assert _table(out)["make run"][3] == "09356b1aaaaa, 2026-11-27 20:00 UTC"
+
+
+def test_every_failed_test_is_named_even_past_a_long_message() -> None:
+    # pytest's short summary, as `make test` prints it: a long message on the first
+    # failure (stop 45's freshness failure filled the logged tail with it).
+    long_message = "benchmarks/results/layout_search.md: measured on 0313dff " * 200
+    output = "\n".join([
+        "tests/test_freshness.py F",
+        "=========================== short test summary info ============================",
+        f"FAILED tests/test_freshness.py::test_no_stale_result - {long_message}",
+        "ERROR tests/api/service/test_jobs.py::test_resume - TimeoutError",
+        "FAILED tests/test_freshness.py::test_no_stale_result - repeated",
+        "= 1 failed, 3400 passed, 1 error in 2912.56s (0:48:32) =",
+    ])
+    assert two_commands.failed_tests(output) == [
+        "tests/test_freshness.py::test_no_stale_result",
+        "tests/api/service/test_jobs.py::test_resume"]
+    assert two_commands.failed_tests("= 3400 passed in 2900.00s =") == []
