@@ -230,11 +230,12 @@ def heuristic_orders(problem: Problem, objective: str = "cost", below: float = m
     `below`: a value under which only the answer matters (`first_best`: an earlier
     layout's answer). A large order's several-chunk search races against it
     (`raced_greedy_search`), so where its answer is not below it, the result may not be
-    either, or be none (empty orders, value inf). Not used by the single-chunk search,
-    with policies or with unequal microbatches.
+    either, or be none (empty orders, value inf). Not used by the single-chunk search
+    or with unequal microbatches; with policies, the search fits nothing that cannot get
+    below it (`solver.policies.fit.policy_orders`).
     """
     if offers_policies(problem):
-        return policy_orders(problem, objective, _keep_heuristic_orders)
+        return policy_orders(problem, objective, _keep_heuristic_orders, below)
     return _keep_heuristic_orders(problem, objective, below)
 
 

@@ -15,8 +15,18 @@ from ppsched.solver.model.ops import Op
 from ppsched.solver.model.policy_fields import PolicyFields, policy_fields
 from ppsched.solver.model.problem import Problem
 from ppsched.solver.model.profile import Profile, parse_profile
-from ppsched.solver.policies.fit import count_policies, keep_only, offers_policies
-from ppsched.solver.sim.simulator import validate
+from ppsched.solver.policies import fit as fitting
+from ppsched.solver.policies.fit import (
+    OFFLOAD,
+    RECOMPUTE,
+    count_policies,
+    keep_only,
+    least_held_peaks,
+    lives,
+    offers_policies,
+    with_policies,
+)
+from ppsched.solver.sim.simulator import simulate, validate
 from ppsched.solver.solving.entry import solve
 from ppsched.solver.solving.pipeline import heuristic_orders
 
@@ -186,3 +196,58 @@ def test_policy_fields_read_the_problems_own_values() -> None:
              "host_memory_limit": (9.0,) * 4}
     fields = policy_fields(dataclasses.replace(base, **given))
     assert {name: getattr(fields, name) for name in given} == given
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("prefer", [OFFLOAD, RECOMPUTE])
+def test_least_held_peaks_bound_every_choice_of_policies(seed: int, prefer: str) -> None:
+    # `fit` gives up on a compute order once some rank is over its limit at
+    # `least_held_peaks`: that must be no more than what any policies the fit may choose
+    # hold at the same times, as the simulator counts it.
+    import random
+
+    _, offered, layouts = _random_case(seed)
+    # The problem of the layout's cut (a V cut has two stages a rank), limit lifted.
+    shaped = solve(parse_profile(offered), "heuristic", layouts=layouts).profile.problem
+    problem = dataclasses.replace(shaped, memory_limit=(1e9,) * shaped.num_ranks)
+    compute, _, _ = heuristic_orders(keep_only(problem))
+    compute = [[op for op in ops if op.kind in ("F", "B", "W", "BW")] for ops in compute]
+    keep_sim = simulate(problem, compute)
+    assert keep_sim.ok
+    fields = policy_fields(problem)
+    choices = [c for c, ok in ((OFFLOAD, prefer == OFFLOAD and fields.can_offload),
+                               (RECOMPUTE, fields.can_recompute)) if ok]
+    life = lives(problem, keep_sim)
+    keep_start = {op: t for ops, times in zip(keep_sim.order, keep_sim.start, strict=True)
+                  for op, t in zip(ops, times, strict=True) if t is not None}
+    rng = random.Random(seed)
+    for share in (0.0, 0.5, 1.0):
+        policy = {key: rng.choice(choices) for key in life
+                  if choices and rng.random() < share}
+        sim = simulate(problem, with_policies(problem, compute, policy, life, keep_start))
+        assert sim.ok, sim.violations[:1]
+        least = least_held_peaks(problem, sim, prefer)
+        assert all(low <= peak + 1e-9 for low, peak in
+                   zip(least, sim.memory_peak, strict=True)), (policy, least)
+
+
+def test_fit_gives_up_at_once_where_no_policy_can_hold_the_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Offload only, a limit of one activation, and the compute order of a limit of 8
+    # (its Ws wait while later Fs run, and an F holds all of its activation): no choice
+    # of policies fits at its times. The fit used to add policies round after round (a
+    # simulation each) until nothing was left to move; it now stops after the first.
+    profile = with_offload(parse_profile(_data("uniform-p4-m8", memory_limit=1.0)), 0.5)
+    problem = profile.problem
+    compute, _, _ = heuristic_orders(keep_only(problem, 8.0))
+    keep_sim = simulate(keep_only(problem, (1e9,) * 4), compute)
+    calls: list[int] = []
+    real = fitting.simulate
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(fitting, "simulate", counted)
+    assert fitting.fit(problem, compute, keep_sim, OFFLOAD) is None
+    assert len(calls) == 1
