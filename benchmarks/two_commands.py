@@ -109,8 +109,12 @@ def time_make_test(repo: Path) -> Timed:
         if failed:
             outcome += " (" + ", ".join(failed) + ")"
         log.error("%s", done.stdout[-5000:] + done.stderr[-3000:])
-        log.error("the whole output: %s", _saved_output(done.stdout, done.stderr))
-    return Timed("make test", wall, outcome)
+        try:
+            log.error("the whole output: %s", _saved_output(done.stdout, done.stderr))
+        except OSError as error:  # a full disk must not cost the row of a 50-minute run
+            log.error("the whole output could not be kept: %s", error)
+    # A parametrised test id may hold a "|", which would split the table's cell.
+    return Timed("make test", wall, outcome.replace("|", r"\|"))
 
 
 def failed_tests(pytest_output: str) -> list[str]:
@@ -135,6 +139,11 @@ def _saved_output(stdout: str, stderr: str) -> Path:
     return Path(name)
 
 
+def table_cells(line: str) -> list[str]:
+    """The cells of a Markdown table row (a ``\\|`` inside a cell does not split it)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+
+
 def apt_packages() -> dict[str, bool]:
     """Whether each Debian package `make test` installs when missing is already here."""
     return {"chromium": Path("/usr/bin/chromium").exists(),
@@ -150,7 +159,7 @@ def _kept_rows(replaced: set[str]) -> list[Timed]:
     before = f"{header.commit}, {header.date}" if header else "unknown"
     rows = []
     for line in OUT.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = table_cells(line)
         if len(cells) in (3, 4) and cells[0].startswith("make ") and cells[0] not in replaced:
             rows.append(Timed(cells[0], float(cells[1]), cells[2],
                               cells[3] if len(cells) == 4 else before))

@@ -63,3 +63,45 @@ def test_every_failed_test_is_named_even_past_a_long_message() -> None:
         "tests/test_freshness.py::test_no_stale_result",
         "tests/api/service/test_jobs.py::test_resume"]
     assert two_commands.failed_tests("= 3400 passed in 2900.00s =") == []
+
+
+def _red_run(monkeypatch: pytest.MonkeyPatch, failed_id: str) -> None:
+    """`.ci/run` as a failed run that names `failed_id`."""
+    import subprocess
+
+    output = (f"FAILED {failed_id} - AssertionError\n"
+              "= 1 failed, 3400 passed in 2900.00s (0:48:20) =\n")
+    monkeypatch.setattr(two_commands.subprocess, "run", lambda *a, **k:
+                        subprocess.CompletedProcess(a[0], 1, output, ""))
+
+
+def test_a_red_row_whose_test_id_holds_a_bar_stays_one_cell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "two_commands.md"
+    monkeypatch.setattr(two_commands, "OUT", out)
+    monkeypatch.setattr(two_commands, "_saved_output", lambda *a: tmp_path / "x.log")
+    _red_run(monkeypatch, "tests/test_x.py::test_y[a|b]")
+    timed = two_commands.time_make_test(tmp_path)
+    two_commands.write([timed], "python -m benchmarks.two_commands --only test", {},
+                       Started(0.5, 0.0, "7a748afe120c"))
+    # A later --only run keeps that row, read back whole.
+    two_commands.write([two_commands.Timed("make run", 20.0, "the service answered")],
+                       "python -m benchmarks.two_commands --only run", {},
+                       Started(0.5, 0.0, "d2a91b2fffff"))
+    rows = [two_commands.table_cells(line) for line in out.read_text().splitlines()
+            if line.startswith("| make test")]
+    assert len(rows) == 1 and len(rows[0]) == 4
+    assert rows[0][2].endswith(r"(tests/test_x.py::test_y[a\|b])")
+    assert rows[0][3].startswith("7a748afe120c, ")
+
+
+def test_a_red_run_keeps_its_row_when_its_output_cannot_be_saved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full_disk(*_: str) -> Path:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(two_commands, "_saved_output", full_disk)
+    _red_run(monkeypatch, "tests/test_x.py::test_y")
+    timed = two_commands.time_make_test(tmp_path)
+    assert timed.outcome.startswith("exit 1: 1 failed, 3400 passed")
+    assert timed.outcome.endswith("(tests/test_x.py::test_y)")
