@@ -270,7 +270,11 @@ def main() -> None:
         "at 1p is the V search (the rounds build and ZB-V's timing, 786,432 ops each) and "
         "simulating and validating the answer; "
         "the policy search spends its time in the keep-only solves of its "
-        "relaxed problems and in the fitting's simulations.",
+        "relaxed problems and in the fits that end within the limit. A fit gives up at "
+        "the first round where, at that round's times, some rank is over its limit "
+        "whatever policies its activations take (`solver.policies.fit.least_held_peaks`), "
+        "and the policy search of a layout searched after another races its keep-only "
+        "solves and its fits against that one's answer.",
         "",
     ])
     args.out.mkdir(parents=True, exist_ok=True)

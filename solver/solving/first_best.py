@@ -11,7 +11,8 @@ not settle a comparison.
 A search also learns the value under which its result can matter (`below`): once an
 earlier candidate's value v is known, a later one changes the answer only below v, so
 its search may give up on what cannot get there (the loop2 search of p = 128,
-m = 1024 at 0.5p, raced against V's answer, costs a fifth of its whole search).
+m = 1024 at 0.5p, raced against V's answer, costs 23% of its whole search: 0.61 s of
+2.66 s, in-process).
 """
 
 from __future__ import annotations
