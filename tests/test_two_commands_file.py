@@ -105,3 +105,22 @@ def test_a_red_run_keeps_its_row_when_its_output_cannot_be_saved(
     timed = two_commands.time_make_test(tmp_path)
     assert timed.outcome.startswith("exit 1: 1 failed, 3400 passed")
     assert timed.outcome.endswith("(tests/test_x.py::test_y)")
+
+
+def test_the_clone_runs_without_this_checkouts_python_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A PYTHONPATH naming this checkout made the clone's tests import its code (stop 47).
+    import subprocess
+
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/.mypy-src:/somewhere")
+    seen: list[dict[str, str]] = []
+
+    def run(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        env = kwargs["env"]
+        assert isinstance(env, dict)
+        seen.append(env)
+        return subprocess.CompletedProcess(["bash"], 0, "= 1 passed in 1.00s =\n", "")
+
+    monkeypatch.setattr(two_commands.subprocess, "run", run)
+    assert two_commands.time_make_test(tmp_path).outcome == "exit 0: 1 passed in 1.00s"
+    assert "PYTHONPATH" not in seen[0] and seen[0]["CI"] == "true"
