@@ -14,7 +14,7 @@ from benchmarks.result_header import Started
 def _table(path: Path) -> dict[str, list[str]]:
     rows = {}
     for line in path.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = two_commands.table_cells(line)
         if cells[0].startswith("make "):
             rows[cells[0]] = cells
     return rows
